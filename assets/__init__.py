@@ -1,0 +1,1 @@
+"""Dagster side of Atlas: partitions, assets, checks, jobs and the `atlas` command line."""

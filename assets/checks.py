@@ -1,0 +1,117 @@
+"""Safety checks on each fetch partition, evaluated from the data (not from the code's intent)."""
+
+import itertools
+from typing import Any
+
+import dagster as dg
+import polars as pl
+
+from atlas_pipeline.robots import RobotsPolicy, RobotsStatus
+from atlas_pipeline.urls import shard_key
+from resources.config import AtlasCrawl
+
+from .crawl import DOCUMENTS, FETCHES
+from .metadata import frame_table
+from .partitions import cycle_and_shard
+
+# Start times are taken client-side just before the request; the claim that allowed it was
+# made earlier, so a real violation shows up as a clearly shorter gap, not a rounding error.
+_EPSILON_S = 1e-3
+
+
+def _partition(df: pl.DataFrame, cycle: str, shard: int) -> pl.DataFrame:
+    return df.filter(
+        (pl.col("crawl_cycle") == cycle) & (pl.col("origin_shard") == shard_key(shard))
+    )
+
+
+def politeness_violations(
+    fetches: pl.DataFrame, min_gap_s: float, max_in_flight: int
+) -> pl.DataFrame:
+    """Per origin: the smallest gap between request starts and the most requests at once."""
+    rows: list[dict[str, Any]] = []
+    for (origin,), group in fetches.sort("started_at").group_by("origin", maintain_order=True):
+        starts = [t.timestamp() for t in group["started_at"].to_list()]
+        ends = [s + e for s, e in zip(starts, group["elapsed_s"].to_list(), strict=True)]
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
+        peak = max(
+            (sum(1 for s, e in zip(starts, ends, strict=True) if s <= t < e) for t in starts),
+            default=0,
+        )
+        rows.append({"origin": origin, "requests": len(starts), "min_gap_s": min(gaps, default=None),
+                     "peak_in_flight": peak})  # fmt: skip
+    out = pl.DataFrame(rows, schema={"origin": pl.String, "requests": pl.Int64,
+                                     "min_gap_s": pl.Float64, "peak_in_flight": pl.Int64})  # fmt: skip
+    return out.with_columns(
+        ok=(pl.col("min_gap_s").fill_null(float("inf")) >= min_gap_s - _EPSILON_S)
+        & (pl.col("peak_in_flight") <= max_in_flight)
+    )
+
+
+def build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChecksDefinition]:
+    @dg.asset_check(asset=FETCHES, partitions_def=partitions, blocking=False)
+    def politeness_respected(
+        context: dg.AssetCheckExecutionContext, atlas: AtlasCrawl
+    ) -> dg.AssetCheckResult:
+        """No origin got two request starts closer than its gap, or more in flight than its cap."""
+        cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
+        cfg = atlas.crawl_config()
+        with atlas.open() as engine:
+            fetches = _partition(engine.lake.read("fetches"), cycle, shard)
+        report = politeness_violations(
+            fetches, cfg.politeness.min_gap_s, cfg.politeness.max_in_flight
+        )
+        bad = report.filter(~pl.col("ok"))
+        return dg.AssetCheckResult(
+            passed=bad.height == 0,
+            metadata={"origins": report.height, "violations": bad.height,
+                      "min_gap_s": cfg.politeness.min_gap_s, "per_origin": frame_table(report)},
+        )  # fmt: skip
+
+    @dg.asset_check(asset=FETCHES, partitions_def=partitions, blocking=False)
+    def robots_respected(
+        context: dg.AssetCheckExecutionContext, atlas: AtlasCrawl
+    ) -> dg.AssetCheckResult:
+        """Every page request came after its origin's robots.txt and was allowed by the policy
+        version recorded on it (checked against the stored rules of that version)."""
+        cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
+        cfg = atlas.crawl_config()
+        with atlas.open() as engine:
+            fetches = _partition(engine.lake.read("fetches"), cycle, shard)
+            pages = fetches.filter(pl.col("kind") == "page")
+            unversioned = pages.filter(pl.col("robots_version").is_null()).height
+            disallowed: list[str] = []
+            for origin in pages["origin"].unique().to_list():
+                rec = engine.store.robots(origin)
+                if rec is None:
+                    continue
+                policy = RobotsPolicy(origin, rec.version, RobotsStatus(rec.status), rec.text)
+                same = pages.filter(
+                    (pl.col("origin") == origin) & (pl.col("robots_version") == rec.version)
+                )
+                disallowed += [
+                    u for u in same["url"].to_list() if not policy.allows(u, cfg.robots_token)
+                ]
+        return dg.AssetCheckResult(
+            passed=unversioned == 0 and not disallowed,
+            metadata={"pages": pages.height, "without_robots_policy": unversioned,
+                      "disallowed_fetched": dg.MetadataValue.json(disallowed[:50])},
+        )  # fmt: skip
+
+    @dg.asset_check(asset=DOCUMENTS, partitions_def=partitions, blocking=False)
+    def documents_have_text(
+        context: dg.AssetCheckExecutionContext, atlas: AtlasCrawl
+    ) -> dg.AssetCheckResult:
+        """Extraction yield: most fetched HTML pages produce non-empty text."""
+        cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
+        with atlas.open() as engine:
+            docs = _partition(engine.lake.read("documents"), cycle, shard)
+        empty = docs.filter(pl.col("text_chars") == 0).height
+        share = 1.0 - empty / docs.height if docs.height else 1.0
+        return dg.AssetCheckResult(
+            passed=share >= 0.9,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"documents": docs.height, "empty": empty, "text_yield": round(share, 4)},
+        )
+
+    return [politeness_respected, robots_respected, documents_have_text]

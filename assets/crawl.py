@@ -1,0 +1,145 @@
+"""Crawl assets per (cycle, shard): frontier snapshot -> fetch batch (fetches, documents,
+links) -> URL catalogue. Each writes exactly its own Delta partition through the engine."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import dagster as dg
+import polars as pl
+
+from atlas_pipeline.crawl import export_urls, fetch_shard, plan_frontier
+from atlas_pipeline.lake import frame
+from atlas_pipeline.urls import shard_key
+from resources.config import AtlasCrawl
+
+from .metadata import counts, frame_table, preview, table_metadata
+from .partitions import cycle_and_shard
+
+FRONTIER = dg.AssetKey(["crawl", "frontier"])
+FETCHES = dg.AssetKey(["crawl", "fetches"])
+DOCUMENTS = dg.AssetKey(["crawl", "documents"])
+LINKS = dg.AssetKey(["crawl", "links"])
+URLS = dg.AssetKey(["crawl", "urls"])
+
+
+def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetsDefinition]:
+    @dg.asset(
+        key=FRONTIER, partitions_def=partitions, group_name="crawl", kinds={"delta", "polars"}
+    )
+    def frontier(context: dg.AssetExecutionContext, atlas: AtlasCrawl) -> dg.MaterializeResult:
+        """Frontier snapshot: the URLs queued for this cycle and shard (seeds, new links,
+        carried-over retries, due revisits), at most max_pages_per_origin per origin."""
+        cycle, shard = cycle_and_shard(context)
+        with atlas.open() as engine:
+            rows, written = plan_frontier(engine, cycle, shard)
+        df = frame("frontier", rows)
+        per_origin = df.group_by("origin").agg(pl.len().alias("queued")).sort("origin")
+        return dg.MaterializeResult(
+            metadata=table_metadata(
+                written,
+                {
+                    "origins": per_origin.height,
+                    "per_origin": frame_table(per_origin),
+                    "reasons": dg.MetadataValue.json(counts(df["reason"].to_list())),
+                    "preview": preview(df, ["url", "depth", "priority", "reason"]),
+                },
+            )
+        )
+
+    @dg.multi_asset(
+        specs=[
+            dg.AssetSpec(
+                FETCHES,
+                deps=[FRONTIER],
+                kinds={"delta", "aiohttp"},
+                description="One row per request (pages and robots.txt): status, bytes, "
+                "timings, validators, body key, reason code, lease id and fence token.",
+            ),
+            dg.AssetSpec(
+                DOCUMENTS,
+                deps=[FRONTIER],
+                kinds={"delta", "trafilatura"},
+                description="Extracted documents: text, title, author, date, language, "
+                "content hash, canonical hint, extraction version.",
+            ),
+            dg.AssetSpec(
+                LINKS,
+                deps=[FRONTIER],
+                kinds={"delta"},
+                description="Every distinct link of every fetched page with its "
+                "admission decision (reason code) and provenance.",
+            ),
+        ],
+        partitions_def=partitions,
+        group_name="crawl",
+        pool="atlas_fetch",
+        # Infrastructure failures only: the engine retries URLs itself, and leases plus fence
+        # tokens make a re-run of the same partition safe.
+        retry_policy=dg.RetryPolicy(max_retries=2, delay=5),
+    )
+    def fetch_batch(
+        context: dg.AssetExecutionContext, atlas: AtlasCrawl
+    ) -> Iterator[dg.MaterializeResult]:
+        cycle, shard = cycle_and_shard(context)
+        with atlas.open() as engine:
+            result = fetch_shard(engine, cycle, shard)
+        stats = result.stats
+        fetches = frame("fetches", result.fetch_rows)
+        yield dg.MaterializeResult(
+            asset_key=FETCHES, metadata=table_metadata(result.fetches, _fetch_meta(fetches, stats))
+        )
+        yield dg.MaterializeResult(
+            asset_key=DOCUMENTS,
+            metadata=table_metadata(result.documents, {"extracted": stats.extracted,
+                                                       "extraction_reused": stats.extraction_reused}),
+        )  # fmt: skip
+        yield dg.MaterializeResult(asset_key=LINKS, metadata=table_metadata(result.links))
+
+    @dg.asset(
+        key=URLS,
+        deps=[FETCHES, LINKS],
+        partitions_def=partitions,
+        group_name="crawl",
+        kinds={"delta"},
+    )
+    def urls(context: dg.AssetExecutionContext, atlas: AtlasCrawl) -> dg.MaterializeResult:
+        """URL catalogue: one row per canonical URL of this shard with its state, reason code,
+        attempts, fence, validators and provenance, as it stands after the cycle."""
+        cycle, shard = cycle_and_shard(context)
+        with atlas.open() as engine:
+            written = export_urls(engine, cycle, shard)
+            df = engine.lake.read("urls").filter(pl.col("origin_shard") == shard_key(shard))
+        return dg.MaterializeResult(
+            metadata=table_metadata(
+                written,
+                {
+                    "states": dg.MetadataValue.json(counts(df["state"].to_list())),
+                    "reasons": dg.MetadataValue.json(counts(df["reason"].to_list())),
+                },
+            )
+        )
+
+    return [frontier, fetch_batch, urls]
+
+
+def _fetch_meta(fetches: pl.DataFrame, stats: Any) -> dict[str, Any]:
+    per_origin = (
+        fetches.group_by("origin")
+        .agg(
+            pl.len().alias("requests"),
+            (pl.col("reason") == "fetched").sum().alias("pages"),
+            pl.col("bytes").sum().alias("bytes"),
+            pl.col("elapsed_s").mean().round(4).alias("mean_s"),
+        )
+        .sort("origin")
+    )
+    return {
+        "requests": stats.requests + stats.robots_requests,
+        "stale_commits": stats.stale_commits,
+        "deferred_urls": stats.deferred,
+        "batch_seconds": round(stats.elapsed_s, 2),
+        "pages_per_second": round(stats.requests / stats.elapsed_s, 2) if stats.elapsed_s else 0.0,
+        "reasons": dg.MetadataValue.json(counts(fetches["reason"].to_list())),
+        "per_origin": frame_table(per_origin),
+        "preview": preview(fetches, ["url", "status", "reason", "bytes", "elapsed_s"]),
+    }

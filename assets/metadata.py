@@ -1,0 +1,75 @@
+"""Asset metadata that makes the Dagster UI useful: row counts, tables, previews, schemas."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+import polars as pl
+
+from atlas_pipeline.lake import SCHEMAS, Written
+
+_DG_TYPES = {
+    pl.String: "string",
+    pl.Int32: "int",
+    pl.Int64: "int",
+    pl.Float64: "float",
+    pl.Boolean: "bool",
+}
+
+
+def column_schema(table: str) -> dg.TableSchema:
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(name, _DG_TYPES.get(dtype, "timestamp"))
+            for name, dtype in SCHEMAS[table].items()
+        ]
+    )
+
+
+def frame_table(df: pl.DataFrame, limit: int = 50) -> dg.TableMetadataValue:
+    """A small polars frame as a Dagster table (rendered as a grid in the UI)."""
+    head = df.head(limit)
+    schema = dg.TableSchema(
+        columns=[dg.TableColumn(c, _DG_TYPES.get(t, "string")) for c, t in head.schema.items()]
+    )
+    records = [
+        dg.TableRecord({k: _plain(v) for k, v in row.items()}) for row in head.iter_rows(named=True)
+    ]
+    return dg.MetadataValue.table(records, schema)
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def preview(df: pl.DataFrame, columns: list[str], limit: int = 10) -> dg.MarkdownMetadataValue:
+    head = df.select([c for c in columns if c in df.columns]).head(limit)
+    lines = ["| " + " | ".join(head.columns) + " |", "|" + "---|" * len(head.columns)]
+    for row in head.iter_rows():
+        cells = [
+            str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")[:80] for v in row
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def counts(values: list[str | None]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        key = v or "(none)"
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def table_metadata(written: Written, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "dagster/row_count": written.rows,
+        "dagster/uri": dg.MetadataValue.path(written.uri),
+        "dagster/column_schema": column_schema(written.table),
+        "delta_version": written.version,
+        **(extra or {}),
+    }

@@ -1,0 +1,437 @@
+"""A fetch batch: drain one (cycle, shard) queue with an async fetcher, extraction overlapping.
+
+Per URL: claim (lease + fence, origin clock advanced) -> egress-checked bounded GET ->
+slot released -> body put (idempotent) -> parse in a worker process -> fenced commit that
+stores the fetch record, the document and the parse manifest (links) in one transaction.
+The lake is written from those committed records afterwards, so a crash loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import defaults as d
+from .bodies import BodyStore
+from .config import CrawlConfig
+from .coordination import (
+    CoordinationStore,
+    Drained,
+    Lease,
+    Outcome,
+    RobotsTask,
+    UrlState,
+    Wait,
+)
+from .egress import EgressGate
+from .fetcher import Response, fetch, make_session
+from .parsing import ExtractorPool
+from .politeness import backoff_s, origin_gap, parse_retry_after
+from .reasons import Reason
+from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
+from .scope import ScopeGuard
+from .urls import BadUrl, normalize
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+REDIRECTS = (301, 302, 303, 307, 308)
+ROBOTS_MAX_HOPS = 5
+SWEEP_EVERY_S = 1.0
+MAX_SLEEP_S = 0.5  # look at the store again at least this often (other runs change it)
+
+
+@dataclass
+class BatchStats:
+    """What one batch did, for asset metadata and logs."""
+
+    cycle: str
+    shard: int
+    started_at: float
+    finished_at: float = 0.0
+    requests: int = 0
+    robots_requests: int = 0
+    bytes: int = 0
+    extracted: int = 0
+    extraction_reused: int = 0
+    stale_commits: int = 0
+    deferred: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.finished_at - self.started_at
+
+
+class FetchBatch:
+    """Runs one batch; construct, then `await run()`."""
+
+    def __init__(
+        self,
+        cfg: CrawlConfig,
+        store: CoordinationStore,
+        bodies: BodyStore,
+        pool: ExtractorPool,
+        cycle: str,
+        shard: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg, self.store, self.bodies, self.pool = cfg, store, bodies, pool
+        self.cycle, self.shard, self.clock = cycle, shard, clock
+        self.gate = EgressGate(cfg.resolve, cfg.resolve_only)
+        self.guard = ScopeGuard(cfg)
+        self.stats = BatchStats(cycle, shard, clock())
+        self.rng = random.Random()
+        self._policies: dict[str, RobotsPolicy] = {}
+        self._parse_slots = asyncio.Semaphore(pool.workers)
+        self._pending_text: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._net_active = 0  # requests on the wire
+        self._parsing = 0  # fetched pages waiting for or in extraction
+        self._parse_backlog = pool.workers * d.PARSE_BACKLOG_PER_WORKER
+        self._failure: BaseException | None = None
+
+    async def run(self) -> BatchStats:
+        async with make_session(self.cfg, self.gate) as session:
+            self.session = session
+            await self._loop()
+        self.stats.finished_at = self.clock()
+        return self.stats
+
+    async def _loop(self) -> None:
+        tasks: set[asyncio.Task[None]] = set()
+        last_sweep = 0.0
+        while True:
+            now = self.clock()
+            if now - last_sweep >= SWEEP_EVERY_S:
+                self.store.sweep(now)
+                last_sweep = now
+            if self._failure is not None:
+                raise self._failure  # a bug in a fetch task fails the batch loudly
+            full = self._net_active >= self.cfg.politeness.global_concurrency
+            if full or self._parsing >= self._parse_backlog:
+                await _wait_any(tasks, MAX_SLEEP_S)
+                continue
+            claim = self.store.claim(
+                self.cycle, self.shard, now, self.cfg.robots_token, self.cfg.lease_s
+            )
+            if isinstance(claim, Lease | RobotsTask):
+                self._net_active += 1  # counted from the claim, so the next turn sees it
+                job = (
+                    self._fetch_url(claim)
+                    if isinstance(claim, Lease)
+                    else self._fetch_robots(claim)
+                )
+                task = asyncio.create_task(job)
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                task.add_done_callback(self._note_failure)
+                continue
+            if isinstance(claim, Drained) and not tasks:
+                return
+            idle = claim.until - now if isinstance(claim, Wait) else 0.0
+            if isinstance(claim, Wait) and not tasks and idle > self.cfg.limits.batch_max_idle_s:
+                self.stats.deferred = self.store.defer_remaining(
+                    self.cycle, self.shard, Reason.DEFERRED_BACKOFF.value
+                )
+                return
+            await _wait_any(tasks, min(max(idle, 0.0), MAX_SLEEP_S) if idle else MAX_SLEEP_S)
+
+    def _note_failure(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()
+
+    # URL fetches ---------------------------------------------------------------------
+    def _request_headers(self, lease: Lease) -> dict[str, str]:
+        headers = {"Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"}
+        if lease.etag:
+            headers["If-None-Match"] = lease.etag
+        if lease.last_modified:
+            headers["If-Modified-Since"] = lease.last_modified
+        return headers
+
+    async def _fetch_url(self, lease: Lease) -> None:
+        try:
+            resp = await fetch(
+                self.session, self.gate, lease.url, self._request_headers(lease),
+                self.cfg.limits.max_body_bytes,
+            )  # fmt: skip
+        finally:
+            self._net_active -= 1
+            self.store.finish_request(lease.url, lease.fence)
+        self.stats.requests += 1
+        self.stats.bytes += len(resp.body)
+        self._parsing += 1
+        try:
+            outcome = await self._outcome(lease, resp)
+        finally:
+            self._parsing -= 1
+        if self.store.commit(lease, outcome, self.cycle, self.clock()):
+            self.stats.outcomes[outcome.reason] += 1
+        else:
+            self.stats.stale_commits += 1
+
+    def _record(self, lease: Lease, resp: Response, reason: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "fetch_id": uuid.uuid4().hex,
+            "kind": "page",
+            "url": lease.url,
+            "origin": lease.origin,
+            "depth": lease.depth,
+            "status": resp.status,
+            "reason": reason,
+            "content_type": resp.headers.get("content-type"),
+            "bytes": len(resp.body),
+            "started_at": resp.started_at,
+            "elapsed_s": round(resp.elapsed_s, 6),
+            "etag": resp.headers.get("etag"),
+            "last_modified": resp.headers.get("last-modified"),
+            "location": resp.headers.get("location"),
+            "lease_id": lease.lease_id,
+            "fence": lease.fence,
+            "attempt": lease.attempts,
+            "robots_version": lease.robots_version,
+            "error": resp.detail,
+            "body_key": None,
+            **extra,
+        }
+
+    def _retry_or_give_up(self, lease: Lease, resp: Response, reason: str, now: float) -> Outcome:
+        if lease.attempts >= self.cfg.limits.max_attempts:
+            record = self._record(lease, resp, reason, final_reason=Reason.MAX_ATTEMPTS.value)
+            return Outcome(UrlState.TERMINAL, Reason.MAX_ATTEMPTS.value, now + self.cfg.revisit_interval_s,
+                           status=resp.status, record=record)  # fmt: skip
+        delay = backoff_s(lease.attempts, self.cfg.limits.retry_backoff_s, 3600.0, self.rng)
+        return Outcome(UrlState.FAILED_RETRYABLE, reason, now + delay, status=resp.status,
+                       record=self._record(lease, resp, reason))  # fmt: skip
+
+    async def _outcome(self, lease: Lease, resp: Response) -> Outcome:
+        now = self.clock()
+        revisit = now + self.cfg.revisit_interval_s
+        status = resp.status
+        if resp.error == Reason.EGRESS_REFUSED.value:
+            return Outcome(
+                UrlState.BLOCKED, resp.error, revisit, record=self._record(lease, resp, resp.error)
+            )
+        if resp.error == Reason.TOO_LARGE.value:
+            return Outcome(UrlState.QUARANTINED, resp.error, revisit, status=status,
+                           record=self._record(lease, resp, resp.error))  # fmt: skip
+        if resp.error is not None or status is None:
+            return self._retry_or_give_up(
+                lease, resp, resp.error or Reason.NETWORK_ERROR.value, now
+            )
+        if status in (429, 503):
+            wait = parse_retry_after(resp.headers.get("retry-after"), now)
+            if wait is None:
+                wait = backoff_s(lease.attempts, self.cfg.limits.retry_backoff_s, 3600.0, self.rng)
+            self.store.backoff_origin(lease.origin, now + min(wait, 24 * 3600.0))
+            reason = (
+                Reason.HTTP_THROTTLED.value if status == 429 else Reason.HTTP_SERVER_ERROR.value
+            )
+            return self._retry_or_give_up(lease, resp, reason, now)
+        if status >= 500:
+            return self._retry_or_give_up(lease, resp, Reason.HTTP_SERVER_ERROR.value, now)
+        if status == 304:
+            return Outcome(UrlState.FETCHED, Reason.NOT_MODIFIED.value, revisit, status=status,
+                           record=self._record(lease, resp, Reason.NOT_MODIFIED.value))  # fmt: skip
+        if status in REDIRECTS:
+            return self._redirect(lease, resp, revisit)
+        if status in (404, 410):
+            return Outcome(UrlState.TERMINAL, Reason.HTTP_GONE.value, revisit, status=status,
+                           record=self._record(lease, resp, Reason.HTTP_GONE.value))  # fmt: skip
+        if status >= 400 or not 200 <= status < 300:
+            return Outcome(UrlState.TERMINAL, Reason.HTTP_CLIENT_ERROR.value, revisit, status=status,
+                           record=self._record(lease, resp, Reason.HTTP_CLIENT_ERROR.value))  # fmt: skip
+        ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype not in HTML_TYPES:
+            return Outcome(UrlState.QUARANTINED, Reason.NOT_HTML.value, revisit, status=status,
+                           record=self._record(lease, resp, Reason.NOT_HTML.value))  # fmt: skip
+        return await self._parsed(lease, resp, revisit)
+
+    def _redirect(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
+        # A redirect target is a fresh candidate: it gets scope, dedupe, its own origin's
+        # robots and bucket and the egress gate, exactly like a link (seed 000 ch. 11).
+        location = resp.headers.get("location", "")
+        judged = self.guard.judge(location, lease.url, lease.depth, lease.url, False,
+                                  self._policies.get(lease.origin))  # fmt: skip
+        row = {"href": location, "url": judged.url,
+               "target_origin": judged.candidate.origin if judged.candidate else None,
+               "anchor": "", "nofollow": False, "depth": lease.depth, "reason": judged.reason,
+               "kind": "redirect"}  # fmt: skip
+        record = self._record(lease, resp, Reason.REDIRECT.value, final_url=judged.url)
+        return Outcome(UrlState.FETCHED, Reason.REDIRECT.value, revisit, status=resp.status,
+                       record=record, links=[(row, judged.candidate)])  # fmt: skip
+
+    async def _extract(self, key: str, lease: Lease, resp: Response) -> dict[str, Any]:
+        """Links for this URL always; text only if these bytes were never extracted before."""
+        cached = self.bodies.get_extraction(key, d.EXTRACTION_VERSION)
+        pending = self._pending_text.get(key)
+        mine: asyncio.Future[dict[str, Any]] | None = None
+        if cached is None and pending is None:
+            mine = asyncio.get_running_loop().create_future()
+            self._pending_text[key] = mine
+        try:
+            async with self._parse_slots:
+                fut = self.pool.submit(resp.body, lease.url, resp.charset, mine is not None)
+                parsed = await asyncio.wrap_future(fut)
+            if mine is not None:
+                self.bodies.put_extraction(key, d.EXTRACTION_VERSION, parsed["extraction"])
+                mine.set_result(parsed["extraction"])
+                self.stats.extracted += 1
+            else:
+                parsed["extraction"] = (
+                    cached if cached is not None else await asyncio.shield(pending)
+                )  # type: ignore[arg-type]
+                self.stats.extraction_reused += 1
+            return parsed
+        except BaseException as exc:
+            if mine is not None and not mine.done():
+                mine.set_exception(exc)
+                mine.exception()  # retrieved here; waiters re-raise it themselves
+            raise
+        finally:
+            if mine is not None:
+                self._pending_text.pop(key, None)
+
+    async def _parsed(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
+        key = self.bodies.put(resp.body)
+        try:
+            parsed = await self._extract(key, lease, resp)
+        except Exception as exc:  # a crashed or failing parser quarantines this page only
+            record = self._record(lease, resp, Reason.PARSE_FAILED.value, body_key=key,
+                                  error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            return Outcome(UrlState.QUARANTINED, Reason.PARSE_FAILED.value, revisit,
+                           status=resp.status, record=record)  # fmt: skip
+        base = lease.url
+        if parsed["base_href"]:
+            try:
+                base = normalize(parsed["base_href"], lease.url)
+            except BadUrl:
+                base = lease.url
+        links = self.guard.page_links(parsed["links"], base, lease.url, lease.depth,
+                                      self._policies.get(lease.origin))  # fmt: skip
+        ext = parsed["extraction"]
+        record = self._record(lease, resp, Reason.FETCHED.value, body_key=key)
+        document = {
+            "fetch_id": record["fetch_id"],
+            "url": lease.url,
+            "origin": lease.origin,
+            "title": ext["title"],
+            "author": ext["author"],
+            "published": ext["date"],
+            "description": ext["description"],
+            "language": parsed["language"],
+            "text": ext["text"],
+            "text_hash": ext["text_hash"],
+            "text_chars": len(ext["text"]),
+            "canonical_hint": parsed["canonical"],
+            "charset": parsed["charset"],
+            "body_key": key,
+            "links_out": len(links),
+            "extraction_version": ext["extraction_version"],
+            "fetched_at": resp.started_at,
+        }
+        return Outcome(UrlState.FETCHED, Reason.FETCHED.value, revisit, status=resp.status,
+                       content_hash=key, etag=resp.headers.get("etag"),
+                       last_modified=resp.headers.get("last-modified"),
+                       record=record, links=links, document=document)  # fmt: skip
+
+    # robots --------------------------------------------------------------------------
+    async def _fetch_robots(self, task: RobotsTask) -> None:
+        url = f"{_origin_base(task.origin)}/robots.txt"
+        try:
+            resp = await self._get_following(url)
+        finally:
+            self._net_active -= 1
+        self.stats.robots_requests += 1
+        now = self.clock()
+        status = (
+            status_for_http(resp.status)
+            if resp.status and not resp.error
+            else RobotsStatus.UNREACHABLE
+        )
+        text, ttl, backoff_until, good = "", self.cfg.robots.cache_s, 0.0, False
+        if status is RobotsStatus.PARSED:
+            text, good = decode_robots(resp.body, self.cfg.robots.max_bytes), True
+        elif status is RobotsStatus.THROTTLED:
+            wait = parse_retry_after(resp.headers.get("retry-after"), now)
+            ttl = wait if wait is not None else self.cfg.robots.throttled_backoff_s
+            backoff_until = now + ttl
+        elif status is RobotsStatus.UNREACHABLE:
+            ttl = self.cfg.robots.unreachable_backoff_s
+            backoff_until = now + ttl
+            status, text = self._last_good_copy(task.origin, now)
+        policy = RobotsPolicy(task.origin, 0, status, text)
+        gap = origin_gap(self.cfg.politeness.min_gap_s, policy.crawl_delay(self.cfg.robots_token),
+                         self.cfg.politeness.crawl_delay_cap_s)  # fmt: skip
+        record = {
+            "fetch_id": uuid.uuid4().hex, "kind": "robots", "url": url, "origin": task.origin,
+            "depth": 0, "status": resp.status, "reason": status.value,
+            "content_type": resp.headers.get("content-type"), "bytes": len(resp.body),
+            "started_at": resp.started_at, "elapsed_s": round(resp.elapsed_s, 6),
+            "etag": None, "last_modified": None, "location": resp.headers.get("location"),
+            "lease_id": task.lease_id, "fence": 0, "attempt": 1, "robots_version": None,
+            "error": resp.detail, "body_key": None,
+        }  # fmt: skip
+        stored = self.store.put_robots(task, status.value, text, now, ttl, backoff_until, gap, good,
+                                       cycle=self.cycle, shard=self.shard, record=record)  # fmt: skip
+        self._policies[task.origin] = RobotsPolicy(
+            task.origin, stored.version, RobotsStatus(stored.status), stored.text
+        )
+
+    def _last_good_copy(self, origin: str, now: float) -> tuple[RobotsStatus, str]:
+        prev = self.store.robots(origin)
+        good_at = self.store.robots_good_at(origin)
+        if prev and prev.status == RobotsStatus.PARSED.value and good_at is not None:
+            if now - good_at <= self.cfg.robots.stale_grace_s:
+                return RobotsStatus.PARSED, prev.text
+        return RobotsStatus.UNREACHABLE, ""
+
+    async def _get_following(self, url: str) -> Response:
+        """robots.txt: up to 5 redirects, each hop through the egress gate."""
+        seen = {url}
+        for _ in range(ROBOTS_MAX_HOPS + 1):
+            resp = await fetch(
+                self.session, self.gate, url, {}, self.cfg.robots.max_bytes, truncate=True
+            )
+            if resp.status not in REDIRECTS or "location" not in resp.headers:
+                return resp
+            try:
+                url = normalize(resp.headers["location"], url)
+            except BadUrl:
+                return resp
+            if url in seen:
+                break
+            seen.add(url)
+        resp.status, resp.error = None, Reason.NETWORK_ERROR.value
+        resp.detail = "robots.txt redirect loop or more than 5 hops"
+        return resp
+
+
+def _origin_base(origin: str) -> str:
+    scheme, rest = origin.split("://", 1)
+    host, port = rest.rsplit(":", 1)
+    default = {"http": "80", "https": "443"}[scheme]
+    return f"{scheme}://{host}" if port == default else f"{scheme}://{host}:{port}"
+
+
+async def _wait_any(tasks: set[asyncio.Task[None]], timeout: float) -> None:
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    else:
+        await asyncio.sleep(timeout)
+
+
+def run_batch(
+    cfg: CrawlConfig,
+    store: CoordinationStore,
+    bodies: BodyStore,
+    pool: ExtractorPool,
+    cycle: str,
+    shard: int,
+) -> BatchStats:
+    """Sync boundary for assets and the CLI."""
+    return asyncio.run(FetchBatch(cfg, store, bodies, pool, cycle, shard).run())

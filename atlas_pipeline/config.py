@@ -1,0 +1,321 @@
+"""One crawl config: a YAML file (or the embedded defaults) loaded into a typed, validated object.
+
+Relative paths in a file resolve against that file's folder; the embedded defaults resolve
+against the working directory. `ATLAS_CONFIG` names the file and `ATLAS_DATA_DIR` overrides
+`data_dir`; the caller passes the environment in, the engine never reads it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from . import defaults as d
+from .errors import ConfigError
+
+ENV_CONFIG = "ATLAS_CONFIG"
+ENV_DATA_DIR = "ATLAS_DATA_DIR"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Politeness(_Section):
+    """Per-origin pacing; it lives in the coordination store, so every run shares it."""
+
+    min_gap_s: float = Field(d.MIN_GAP_S, ge=0)
+    """Minimum seconds between the starts of two requests to one origin."""
+    max_in_flight: int = Field(d.MAX_IN_FLIGHT, ge=1, le=64)
+    """Most requests in flight to one origin at once."""
+    global_concurrency: int = Field(d.GLOBAL_CONCURRENCY, ge=1, le=4096)
+    """Most requests in flight in one fetch batch, all origins together."""
+    crawl_delay_cap_s: float = Field(d.CRAWL_DELAY_CAP_S, ge=0)
+    """A robots.txt Crawl-delay widens the gap up to this many seconds, no further."""
+
+
+class Scope(_Section):
+    """Which URLs may enter the crawl at all."""
+
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Hosts that may be crawled; empty means the seeds' hosts."""
+    max_depth: int = Field(d.MAX_DEPTH, ge=0)
+    """Most link hops from a seed."""
+    max_pages_per_origin: int = Field(d.MAX_PAGES_PER_ORIGIN, ge=1)
+    """URLs admitted to one cycle's queue per origin; the rest wait for later cycles."""
+    max_url_length: int = Field(d.MAX_URL_LENGTH, ge=16)
+    """Longer URLs are rejected."""
+    follow_nofollow: bool = False
+    """Whether links marked rel=nofollow are followed."""
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _lower_hosts(cls, hosts: list[str]) -> list[str]:
+        return [h.strip().lower().rstrip(".") for h in hosts]
+
+
+class Limits(_Section):
+    """Byte, time and retry bounds for every fetch."""
+
+    max_body_bytes: int = Field(d.MAX_BODY_BYTES, ge=1024)
+    """Most decompressed body bytes read from one response."""
+    total_timeout_s: float = Field(d.TOTAL_TIMEOUT_S, gt=0)
+    """Whole-request time cap, connect to last byte."""
+    connect_timeout_s: float = Field(d.CONNECT_TIMEOUT_S, gt=0)
+    """TCP/TLS connect time cap."""
+    lease_margin_s: float = Field(d.LEASE_MARGIN_S, ge=1)
+    """A lease lasts total_timeout_s plus this, so no request outlives its lease."""
+    batch_max_idle_s: float = Field(d.BATCH_MAX_IDLE_S, ge=0)
+    """A fetch batch ends when its next eligible origin is further away than this."""
+    max_attempts: int = Field(d.MAX_ATTEMPTS, ge=1)
+    """Fetch attempts per URL before it becomes terminal."""
+    retry_backoff_s: float = Field(d.RETRY_BACKOFF_S, ge=0)
+    """Base delay before a failed URL is eligible again."""
+
+
+class Robots(_Section):
+    """robots.txt caching and failure handling (RFC 9309)."""
+
+    cache_s: float = Field(d.ROBOTS_CACHE_S, gt=0)
+    """A successfully fetched robots.txt is trusted this long."""
+    max_bytes: int = Field(d.ROBOTS_MAX_BYTES, ge=1024)
+    """Bytes of robots.txt parsed; the rest is ignored."""
+    unreachable_backoff_s: float = Field(d.ROBOTS_UNREACHABLE_BACKOFF_S, ge=0)
+    """Origin backoff after a robots.txt 5xx or network failure."""
+    stale_grace_s: float = Field(d.ROBOTS_STALE_GRACE_S, ge=0)
+    """How long the last good robots.txt may stand in while the origin is unreachable."""
+    throttled_backoff_s: float = Field(d.ROBOTS_429_BACKOFF_S, ge=0)
+    """Origin backoff after a robots.txt 429 without Retry-After."""
+
+
+class CrawlConfig(_Section):
+    """The whole crawl config. Every key has a default."""
+
+    user_agent: str = d.USER_AGENT
+    """User-Agent header; its first token (before '/') is the robots product token."""
+    seeds: list[str] = Field(default_factory=list)
+    """Seed URLs, inline."""
+    seeds_file: Path | None = None
+    """A file of seed URLs, one a line (# comments allowed); added to `seeds`."""
+    data_dir: Path = Path(d.DATA_DIR)
+    """Folder for the lake, the body store and SQLite files."""
+    lake_root: Path | None = None
+    """Delta lake root; default <data_dir>/lake."""
+    bodies_dir: Path | None = None
+    """Content-addressed body store; default <data_dir>/bodies."""
+    coordination_url: str | None = None
+    """sqlite:///path or postgresql://...; default sqlite:///<data_dir>/coordination.db."""
+    shards: int = Field(d.SHARDS, ge=1, le=1024)
+    """Origin shards: one Dagster partition per (cycle, shard)."""
+    politeness: Politeness = Field(default_factory=Politeness)
+    """Per-origin pacing."""
+    scope: Scope = Field(default_factory=Scope)
+    """What may be crawled."""
+    limits: Limits = Field(default_factory=Limits)
+    """Per-fetch bounds."""
+    robots: Robots = Field(default_factory=Robots)
+    """robots.txt handling."""
+    resolve: dict[str, str] = Field(default_factory=dict)
+    """Host -> IP map (like curl --resolve); the only way a crawl may reach a non-public address."""
+    resolve_only: bool = False
+    """Refuse every host not in `resolve` (no DNS at all): for sandboxes and tests."""
+    revisit_interval_s: float = Field(d.REVISIT_INTERVAL_S, gt=0)
+    """A fetched page is due again after this long."""
+    extraction_workers: int = Field(0, ge=0, le=64)
+    """Extraction processes; 0 = one per CPU core."""
+
+    @field_validator("user_agent")
+    @classmethod
+    def _ua_has_token(cls, ua: str) -> str:
+        if (
+            not ua.strip()
+            or not ua.split("/")[0].strip().replace("-", "").replace("_", "").isalnum()
+        ):
+            raise ValueError("must start with a product token such as 'AtlasBot/1.0'")
+        return ua.strip()
+
+    @field_validator("seeds")
+    @classmethod
+    def _seed_urls(cls, seeds: list[str]) -> list[str]:
+        for seed in seeds:
+            _check_http_url(seed)
+        return seeds
+
+    @field_validator("resolve")
+    @classmethod
+    def _resolve_ips(cls, mapping: dict[str, str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for host, ip in mapping.items():
+            try:
+                ipaddress.ip_address(str(ip))
+            except ValueError:
+                raise ValueError(f"{host}: {ip!r} is not an IP address") from None
+            out[str(host).strip().lower().rstrip(".")] = str(ip)
+        return out
+
+    @field_validator("coordination_url")
+    @classmethod
+    def _coordination_scheme(cls, url: str | None) -> str | None:
+        if url is not None and urlsplit(url).scheme not in {"sqlite", "postgresql", "postgres"}:
+            raise ValueError("must start with sqlite:/// or postgresql://")
+        return url
+
+    @model_validator(mode="after")
+    def _lease_outlives_request(self) -> CrawlConfig:
+        if self.politeness.max_in_flight > self.politeness.global_concurrency:
+            raise ValueError("politeness.max_in_flight cannot exceed politeness.global_concurrency")
+        return self
+
+    # derived values ---------------------------------------------------------------
+    @property
+    def robots_token(self) -> str:
+        """The product token robots.txt groups are matched against (e.g. 'AtlasBot')."""
+        return self.user_agent.split("/")[0].strip()
+
+    @property
+    def lake_path(self) -> Path:
+        return self.lake_root or self.data_dir / "lake"
+
+    @property
+    def bodies_path(self) -> Path:
+        return self.bodies_dir or self.data_dir / "bodies"
+
+    @property
+    def coordination(self) -> str:
+        return self.coordination_url or f"sqlite:///{self.data_dir / 'coordination.db'}"
+
+    @property
+    def lease_s(self) -> float:
+        return self.limits.total_timeout_s + self.limits.lease_margin_s
+
+    @property
+    def seed_hosts(self) -> list[str]:
+        return sorted({(urlsplit(s).hostname or "").lower() for s in self.seeds})
+
+    @property
+    def scope_hosts(self) -> frozenset[str]:
+        return frozenset(self.scope.allowed_hosts or self.seed_hosts)
+
+
+def _check_http_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http(s) URL with a host")
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        parent = CrawlConfig
+        for part in first["loc"][:-1]:
+            field = parent.model_fields.get(str(part))
+            ann = field.annotation if field else None
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                parent = ann  # type: ignore[assignment]
+        known = list(parent.model_fields)
+        near = difflib.get_close_matches(str(first["loc"][-1]), known, n=1)
+        hint = f" (did you mean '{near[0]}'?)" if near else f" (known keys: {', '.join(known)})"
+        return f"{source}: unknown key '{loc}'{hint}"
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    got = first.get("input")
+    shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+    return f"{source}: {loc}: {msg}{shown}"
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"config file {path} does not exist; set ATLAS_CONFIG or pass --config"
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(
+            f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})"
+        ) from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{path}: the top level must be a mapping of keys, not {type(raw).__name__}"
+        )
+    return raw
+
+
+def _read_seeds_file(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"seeds_file {path}: cannot read it ({exc.strerror})") from None
+    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def _anchor(path: Path | None, base: Path) -> Path | None:
+    if path is None:
+        return None
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def _anchor_sqlite(url: str | None, base: Path) -> str | None:
+    if url is None or not url.startswith("sqlite:///"):
+        return url
+    rest = url.removeprefix("sqlite:///")
+    return url if rest.startswith("/") else f"sqlite:///{(base / rest).resolve()}"
+
+
+def config_from_mapping(
+    raw: Mapping[str, Any], *, base_dir: Path, source: str = "config", env: Mapping[str, str] = {}
+) -> CrawlConfig:
+    """Validate a mapping (parsed YAML) into a CrawlConfig; raise ConfigError in one line."""
+    data = dict(raw)
+    if env.get(ENV_DATA_DIR):
+        data["data_dir"] = env[ENV_DATA_DIR]
+    try:
+        cfg = CrawlConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_error(err, source)) from None
+    seeds = list(cfg.seeds)
+    seeds_file = _anchor(cfg.seeds_file, base_dir)
+    if seeds_file is not None:
+        extra = _read_seeds_file(seeds_file)
+        try:
+            CrawlConfig._seed_urls(extra)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: seeds_file {seeds_file}: {exc}") from None
+        seeds += [s for s in extra if s not in seeds]
+    return cfg.model_copy(
+        update={
+            "seeds": seeds,
+            "seeds_file": seeds_file,
+            "data_dir": _anchor(cfg.data_dir, base_dir),
+            "lake_root": _anchor(cfg.lake_root, base_dir),
+            "bodies_dir": _anchor(cfg.bodies_dir, base_dir),
+            "coordination_url": _anchor_sqlite(cfg.coordination_url, base_dir),
+        }
+    )
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] = {}) -> CrawlConfig:
+    """Load the crawl config from `path`, else $ATLAS_CONFIG, else the embedded defaults."""
+    chosen = path or env.get(ENV_CONFIG)
+    if not chosen:
+        return config_from_mapping({}, base_dir=Path.cwd(), source="defaults", env=env)
+    file = Path(chosen).expanduser()
+    return config_from_mapping(
+        _read_yaml(file), base_dir=file.resolve().parent, source=str(file), env=env
+    )
+
+
+def dump_config(cfg: CrawlConfig) -> str:
+    """The config as YAML, every key spelled out (what a run actually used)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

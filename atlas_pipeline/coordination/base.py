@@ -1,0 +1,174 @@
+"""The coordination store contract: URL work queue, origin buckets, robots cache, fenced commits.
+
+URL states (one per row, seed 000 ch. 9):
+
+    discovered --frontier/admission--> eligible --claim--> leased --commit--> fetched
+                                          ^                  |  \\--> failed_retryable (5xx, timeout)
+                                          |   lease expiry   |   \\-> terminal (404/410, max attempts)
+                                          +------------------+    \\> quarantined (over a bound)
+    blocked: robots or egress said no (with the policy version that decided).
+
+A claim is one short transaction: pick the origin that is eligible soonest under its caps,
+take its best URL (re-checked against the robots policy in force), lease it with a new fence
+token and advance the origin clock. A commit applies only while (url, fence, leased) match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class UrlState(StrEnum):
+    DISCOVERED = "discovered"
+    ELIGIBLE = "eligible"
+    LEASED = "leased"
+    FETCHED = "fetched"
+    FAILED_RETRYABLE = "failed_retryable"
+    BLOCKED = "blocked"
+    TERMINAL = "terminal"
+    QUARANTINED = "quarantined"
+
+
+@dataclass(frozen=True, slots=True)
+class OriginPolicy:
+    """Pacing of one origin bucket."""
+
+    min_gap_s: float
+    max_in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A URL offered to the catalogue (seed, link or redirect target)."""
+
+    url: str  # canonical
+    discovered_url: str  # the spelling as found
+    origin: str
+    shard: int
+    depth: int
+    priority: float
+    source: str | None = None  # URL of the page it was found on
+    state: UrlState = UrlState.ELIGIBLE  # BLOCKED when a robots policy already says no
+    reason: str = "admitted"
+    robots_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Authority to fetch one URL once; the fence token must accompany the commit."""
+
+    url: str
+    origin: str
+    shard: int
+    depth: int
+    fence: int
+    lease_id: str
+    expires_at: float
+    attempts: int
+    robots_version: int
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsTask:
+    """Authority to fetch an origin's robots.txt (it takes a slot in the bucket like any request)."""
+
+    origin: str
+    lease_id: str
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Nothing is claimable before `until` (epoch seconds)."""
+
+    until: float
+
+
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """No eligible, retryable or leased URL is left in this (cycle, shard)."""
+
+
+Claim = Lease | RobotsTask | Wait | Drained
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a fetch attempt established, committed under its fence."""
+
+    state: UrlState
+    reason: str
+    due_at: float  # when the URL is eligible again (retry or revisit)
+    status: int | None = None
+    content_hash: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    record: dict[str, Any] = field(default_factory=dict)  # the fetch row, kept for the lake
+    # the parse manifest: link rows, each with the Candidate it offers (None when rejected earlier)
+    links: list[tuple[dict[str, Any], Candidate | None]] = field(default_factory=list)
+    document: dict[str, Any] | None = None  # the documents row
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsRecord:
+    """The robots policy stored for an origin."""
+
+    origin: str
+    version: int
+    status: str
+    text: str
+    fetched_at: float
+    expires_at: float
+
+
+class CoordinationStore(Protocol):
+    """What the engine needs from a transactional store; SQLite and PostgreSQL implement it."""
+
+    url: str
+
+    def close(self) -> None: ...
+
+    def discover(self, candidates: list[Candidate], cycle: str | None) -> list[str]: ...
+
+    def select_frontier(self, cycle: str, shard: int, now: float) -> list[dict[str, Any]]: ...
+
+    def claim(self, cycle: str, shard: int, now: float, token: str, lease_s: float) -> Claim: ...
+
+    def finish_request(self, url: str, fence: int) -> None: ...
+
+    def commit(self, lease: Lease, outcome: Outcome, cycle: str, now: float) -> bool: ...
+
+    def robots(self, origin: str) -> RobotsRecord | None: ...
+
+    def robots_good_at(self, origin: str) -> float | None: ...
+
+    def put_robots(
+        self,
+        task: RobotsTask,
+        status: str,
+        text: str,
+        now: float,
+        ttl_s: float,
+        backoff_until: float,
+        min_gap_s: float | None = None,
+        good: bool = False,
+        cycle: str | None = None,
+        shard: int | None = None,
+        record: dict[str, Any] | None = None,
+    ) -> RobotsRecord: ...
+
+    def backoff_origin(self, origin: str, until: float) -> None: ...
+
+    def sweep(self, now: float) -> int: ...
+
+    def defer_remaining(self, cycle: str, shard: int, reason: str) -> int: ...
+
+    def fetch_records(self, cycle: str, shard: int) -> list[dict[str, Any]]: ...
+
+    def frontier_rows(self, cycle: str, shard: int) -> list[dict[str, Any]]: ...
+
+    def url_rows(self, shard: int) -> list[dict[str, Any]]: ...

@@ -1,0 +1,82 @@
+"""Versioned schema migrations of the coordination store (applied in order, recorded once)."""
+
+from __future__ import annotations
+
+# Each entry: (version, statements). Never edit a released entry; append a new one.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            """CREATE TABLE origins (
+                origin TEXT PRIMARY KEY,
+                shard INTEGER NOT NULL,
+                min_gap_s REAL NOT NULL,
+                max_in_flight INTEGER NOT NULL,
+                next_eligible_at REAL NOT NULL DEFAULT 0,
+                backoff_until REAL NOT NULL DEFAULT 0,
+                robots_version INTEGER NOT NULL DEFAULT 0,
+                robots_status TEXT,
+                robots_text TEXT NOT NULL DEFAULT '',
+                robots_fetched_at REAL,
+                robots_good_at REAL,
+                robots_expires_at REAL NOT NULL DEFAULT 0,
+                robots_lease_id TEXT,
+                robots_lease_until REAL NOT NULL DEFAULT 0,
+                admitted_cycle TEXT,
+                admitted_count INTEGER NOT NULL DEFAULT 0
+            )""",
+            "CREATE INDEX origins_shard ON origins (shard)",
+            """CREATE TABLE urls (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                url TEXT NOT NULL UNIQUE,
+                discovered_url TEXT NOT NULL,
+                origin TEXT NOT NULL,
+                shard INTEGER NOT NULL,
+                depth INTEGER NOT NULL,
+                priority REAL NOT NULL,
+                state TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                cycle TEXT,
+                due_at REAL NOT NULL DEFAULT 0,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                fence INTEGER NOT NULL DEFAULT 0,
+                lease_id TEXT,
+                lease_expires_at REAL,
+                slot_held INTEGER NOT NULL DEFAULT 0,
+                robots_version INTEGER,
+                source TEXT,
+                discovered_cycle TEXT,
+                discovered_at REAL NOT NULL,
+                last_fetch_at REAL,
+                last_status INTEGER,
+                etag TEXT,
+                last_modified TEXT,
+                content_hash TEXT
+            )""",
+            "CREATE INDEX urls_queue ON urls (origin, cycle, state, due_at)",
+            "CREATE INDEX urls_shard_cycle ON urls (shard, cycle, state)",
+            "CREATE INDEX urls_slots ON urls (origin, slot_held, lease_expires_at)",
+            "CREATE INDEX urls_leases ON urls (state, lease_expires_at)",
+            """CREATE TABLE fetch_records (
+                fetch_id TEXT PRIMARY KEY,
+                cycle TEXT NOT NULL,
+                shard INTEGER NOT NULL,
+                url TEXT NOT NULL,
+                fence INTEGER NOT NULL,
+                record TEXT NOT NULL,
+                links TEXT NOT NULL,
+                document TEXT
+            )""",
+            "CREATE INDEX fetch_records_partition ON fetch_records (cycle, shard)",
+            """CREATE TABLE stale_attempts (
+                url TEXT NOT NULL,
+                fence INTEGER NOT NULL,
+                cycle TEXT NOT NULL,
+                at REAL NOT NULL,
+                record TEXT NOT NULL
+            )""",
+        ],
+    ),
+]
+
+LATEST = MIGRATIONS[-1][0]

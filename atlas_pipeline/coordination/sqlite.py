@@ -1,0 +1,515 @@
+"""SQLite coordination store: one embedded file, WAL, every claim one IMMEDIATE transaction."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..errors import CoordinationError
+from ..reasons import Reason
+from ..robots import RobotsPolicy, RobotsStatus
+from .base import (
+    Candidate,
+    Claim,
+    Drained,
+    Lease,
+    OriginPolicy,
+    Outcome,
+    RobotsRecord,
+    RobotsTask,
+    UrlState,
+    Wait,
+)
+from .schema import MIGRATIONS
+
+_POLL_S = 0.25  # how soon to look again when another worker holds the only free slot
+_SCAN = 16  # URLs of one origin looked at per claim before giving up on robots-blocked ones
+
+
+class SqliteStore:
+    """CoordinationStore on SQLite. One connection per thread; safe across processes."""
+
+    def __init__(
+        self,
+        path: Path,
+        default_policy: OriginPolicy,
+        cycle_budget: int,
+        busy_timeout_s: float = 30.0,
+    ) -> None:
+        self.path = path
+        self.url = f"sqlite:///{path}"
+        self.default_policy = default_policy
+        self.cycle_budget = cycle_budget  # URLs queued per origin per cycle
+        self._busy_ms = int(busy_timeout_s * 1000)
+        self._local = threading.local()
+        self._policies: dict[tuple[str, int], RobotsPolicy] = {}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._migrate()
+        except (OSError, sqlite3.Error) as exc:
+            raise CoordinationError(
+                f"cannot open the coordination store {self.url} ({exc}); "
+                "fix coordination_url or data_dir in the crawl config"
+            ) from None
+
+    # connection and transactions -------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._busy_ms / 1000)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _migrate(self) -> None:
+        with self._tx() as c:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)"
+            )
+            done = {r[0] for r in c.execute("SELECT version FROM schema_migrations")}
+            for version, statements in MIGRATIONS:
+                if version in done:
+                    continue
+                for stmt in statements:
+                    c.execute(stmt)
+                c.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
+
+    def schema_version(self) -> int:
+        row = self._conn().execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0)
+
+    # discovery ---------------------------------------------------------------------
+    def discover(self, candidates: list[Candidate], cycle: str | None) -> list[str]:
+        """Insert-if-absent each candidate; return its decision reason, in order."""
+        if not candidates:
+            return []
+        with self._tx() as c:
+            return self._discover(c, candidates, cycle, now=None)
+
+    def _ensure_origins(self, c: sqlite3.Connection, cands: list[Candidate]) -> None:
+        c.executemany(
+            "INSERT OR IGNORE INTO origins (origin, shard, min_gap_s, max_in_flight) VALUES (?,?,?,?)",
+            {
+                (
+                    x.origin,
+                    x.shard,
+                    self.default_policy.min_gap_s,
+                    self.default_policy.max_in_flight,
+                )
+                for x in cands
+            },
+        )
+
+    def _admitted_counts(
+        self, c: sqlite3.Connection, origins: set[str], cycle: str
+    ) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for o in origins:
+            row = c.execute(
+                "SELECT admitted_cycle, admitted_count FROM origins WHERE origin = ?", (o,)
+            ).fetchone()
+            counts[o] = int(row["admitted_count"]) if row and row["admitted_cycle"] == cycle else 0
+        return counts
+
+    def _discover(
+        self,
+        c: sqlite3.Connection,
+        cands: list[Candidate],
+        cycle: str | None,
+        now: float | None,
+    ) -> list[str]:
+        now = time.time() if now is None else now
+        self._ensure_origins(c, cands)
+        counts = self._admitted_counts(c, {x.origin for x in cands}, cycle) if cycle else {}
+        decisions: list[str] = []
+        for x in cands:
+            state, reason, queued_cycle = x.state.value, x.reason, None
+            if x.state is UrlState.ELIGIBLE:
+                if cycle is None:
+                    state = UrlState.DISCOVERED.value  # the next frontier selection queues it
+                elif counts[x.origin] < self.cycle_budget:
+                    queued_cycle = cycle
+                else:
+                    state, reason = UrlState.DISCOVERED.value, Reason.ORIGIN_BUDGET.value
+            cur = c.execute(
+                """INSERT OR IGNORE INTO urls (url, discovered_url, origin, shard, depth, priority,
+                   state, reason, cycle, robots_version, source, discovered_cycle, discovered_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (
+                    x.url, x.discovered_url, x.origin, x.shard, x.depth, x.priority,
+                    state, reason, queued_cycle, x.robots_version, x.source, cycle, now,
+                ),
+            )  # fmt: skip
+            if cur.rowcount == 0:
+                decisions.append(Reason.ALREADY_KNOWN.value)
+                continue
+            if queued_cycle is not None:
+                counts[x.origin] += 1
+            decisions.append(reason)
+        if cycle is not None:
+            c.executemany(
+                "UPDATE origins SET admitted_cycle = ?, admitted_count = ? WHERE origin = ?",
+                [(cycle, n, o) for o, n in counts.items()],
+            )
+        return decisions
+
+    # frontier ----------------------------------------------------------------------
+    def select_frontier(self, cycle: str, shard: int, now: float) -> list[dict[str, Any]]:
+        """Queue this shard's due URLs for `cycle`, at most `cycle_budget` per origin; idempotent."""
+        with self._tx() as c:
+            counts: dict[str, int] = {
+                r["origin"]: r["n"]
+                for r in c.execute(
+                    "SELECT origin, COUNT(*) AS n FROM urls WHERE shard = ? AND cycle = ? GROUP BY origin",
+                    (shard, cycle),
+                )
+            }
+            due = c.execute(
+                """SELECT seq, origin, state FROM urls
+                   WHERE shard = ? AND (cycle IS NULL OR cycle <> ?) AND (
+                       state = 'discovered'
+                       OR (state IN ('eligible', 'failed_retryable', 'fetched', 'quarantined')
+                           AND due_at <= ?))
+                   ORDER BY priority DESC, depth, seq""",
+                (shard, cycle, now),
+            ).fetchall()
+            picked: list[tuple[str, int]] = []
+            for row in due:
+                if counts.get(row["origin"], 0) >= self.cycle_budget:
+                    continue
+                counts[row["origin"]] = counts.get(row["origin"], 0) + 1
+                picked.append((_selection_reason(row["state"]), row["seq"]))
+            c.executemany(
+                """UPDATE urls SET cycle = ?, state = 'eligible', reason = ?,
+                   attempts = CASE WHEN state IN ('fetched', 'quarantined') THEN 0 ELSE attempts END
+                   WHERE seq = ?""",
+                [(cycle, reason, seq) for reason, seq in picked],
+            )
+            c.executemany(
+                "UPDATE origins SET admitted_cycle = ?, admitted_count = ? WHERE origin = ?",
+                [(cycle, n, o) for o, n in counts.items()],
+            )
+        return self.frontier_rows(cycle, shard)
+
+    def frontier_rows(self, cycle: str, shard: int) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            """SELECT url, origin, depth, priority, state, reason, due_at, attempts
+               FROM urls WHERE shard = ? AND cycle = ? ORDER BY origin, priority DESC, seq""",
+            (shard, cycle),
+        )
+        return [dict(r) for r in rows]
+
+    # claim -------------------------------------------------------------------------
+    def claim(self, cycle: str, shard: int, now: float, token: str, lease_s: float) -> Claim:
+        with self._tx() as c:
+            origins = c.execute(
+                """SELECT o.*,
+                     (SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin AND s.slot_held = 1
+                        AND s.lease_expires_at > :now) AS in_flight,
+                     (SELECT MIN(u.due_at) FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
+                        AND u.state IN ('eligible', 'failed_retryable')) AS due
+                   FROM origins o WHERE o.shard = :shard""",
+                {"now": now, "cycle": cycle, "shard": shard},
+            ).fetchall()
+            best: sqlite3.Row | None = None
+            best_ready = float("inf")
+            busy = False
+            for o in origins:
+                if o["due"] is None:
+                    continue
+                robots_busy = o["robots_lease_until"] > now
+                if o["in_flight"] + int(robots_busy) >= o["max_in_flight"] or (
+                    robots_busy and o["robots_expires_at"] <= now
+                ):
+                    busy = True
+                    continue
+                ready = max(o["next_eligible_at"], o["backoff_until"], o["due"])
+                if ready < best_ready:
+                    best, best_ready = o, ready
+            if best is None:
+                if busy:
+                    return Wait(now + _POLL_S)
+                leased = c.execute(
+                    """SELECT MIN(lease_expires_at) FROM urls
+                       WHERE shard = ? AND cycle = ? AND state = 'leased'""",
+                    (shard, cycle),
+                ).fetchone()[0]
+                return Drained() if leased is None else Wait(min(leased, now + _POLL_S))
+            if best_ready > now:
+                return Wait(best_ready)
+            gap = float(best["min_gap_s"])
+            if best["robots_expires_at"] <= now:
+                lease_id = uuid.uuid4().hex
+                c.execute(
+                    """UPDATE origins SET robots_lease_id = ?, robots_lease_until = ?,
+                       next_eligible_at = ? WHERE origin = ?""",
+                    (lease_id, now + lease_s, now + gap, best["origin"]),
+                )
+                return RobotsTask(best["origin"], lease_id, now + lease_s)
+            policy = self._policy(best)
+            lease = self._lease_best_url(c, best, policy, cycle, now, token, lease_s)
+            if lease is None:
+                return Wait(now)  # every due URL of that origin was robots-blocked; look again
+            c.execute(
+                "UPDATE origins SET next_eligible_at = ? WHERE origin = ?",
+                (now + gap, best["origin"]),
+            )
+            return lease
+
+    def _policy(self, origin_row: sqlite3.Row) -> RobotsPolicy:
+        key = (origin_row["origin"], int(origin_row["robots_version"]))
+        policy = self._policies.get(key)
+        if policy is None:
+            policy = RobotsPolicy(
+                key[0], key[1], RobotsStatus(origin_row["robots_status"]), origin_row["robots_text"]
+            )
+            self._policies[key] = policy
+        return policy
+
+    def _lease_best_url(
+        self,
+        c: sqlite3.Connection,
+        origin: sqlite3.Row,
+        policy: RobotsPolicy,
+        cycle: str,
+        now: float,
+        token: str,
+        lease_s: float,
+    ) -> Lease | None:
+        rows = c.execute(
+            """SELECT seq, url, depth, fence, attempts, etag, last_modified FROM urls
+               WHERE origin = ? AND cycle = ? AND state IN ('eligible', 'failed_retryable')
+                 AND due_at <= ? ORDER BY priority DESC, seq LIMIT ?""",
+            (origin["origin"], cycle, now, _SCAN),
+        ).fetchall()
+        for row in rows:
+            if not policy.allows(row["url"], token):
+                c.execute(
+                    "UPDATE urls SET state = 'blocked', reason = ?, robots_version = ? WHERE seq = ?",
+                    (Reason.ROBOTS_DISALLOWED.value, policy.version, row["seq"]),
+                )
+                continue
+            lease_id = uuid.uuid4().hex
+            fence = int(row["fence"]) + 1
+            c.execute(
+                """UPDATE urls SET state = 'leased', lease_id = ?, lease_expires_at = ?, fence = ?,
+                   attempts = attempts + 1, slot_held = 1, robots_version = ? WHERE seq = ?""",
+                (lease_id, now + lease_s, fence, policy.version, row["seq"]),
+            )
+            return Lease(
+                url=row["url"],
+                origin=origin["origin"],
+                shard=int(origin["shard"]),
+                depth=int(row["depth"]),
+                fence=fence,
+                lease_id=lease_id,
+                expires_at=now + lease_s,
+                attempts=int(row["attempts"]) + 1,
+                robots_version=policy.version,
+                etag=row["etag"],
+                last_modified=row["last_modified"],
+            )
+        return None
+
+    # request end and commit --------------------------------------------------------
+    def finish_request(self, url: str, fence: int) -> None:
+        """The response is over: give the origin slot back (only the current attempt can)."""
+        with self._tx() as c:
+            c.execute(
+                "UPDATE urls SET slot_held = 0 WHERE url = ? AND fence = ? AND state = 'leased'",
+                (url, fence),
+            )
+
+    def commit(self, lease: Lease, outcome: Outcome, cycle: str, now: float) -> bool:
+        """Apply a fetch result if `lease` still owns the URL; else record a stale attempt."""
+        with self._tx() as c:
+            cur = c.execute(
+                """UPDATE urls SET state = ?, reason = ?, due_at = ?, lease_id = NULL,
+                     lease_expires_at = NULL, slot_held = 0, last_fetch_at = ?, last_status = ?,
+                     etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified),
+                     content_hash = COALESCE(?, content_hash)
+                   WHERE url = ? AND fence = ? AND state = 'leased'""",
+                (
+                    outcome.state.value, outcome.reason, outcome.due_at, now, outcome.status,
+                    outcome.etag, outcome.last_modified, outcome.content_hash, lease.url, lease.fence,
+                ),
+            )  # fmt: skip
+            if cur.rowcount == 0:
+                c.execute(
+                    "INSERT INTO stale_attempts VALUES (?,?,?,?,?)",
+                    (lease.url, lease.fence, cycle, now, json.dumps(outcome.record, default=str)),
+                )
+                return False
+            self._write_records(c, lease, outcome, cycle, now)
+        return True
+
+    def _write_records(
+        self, c: sqlite3.Connection, lease: Lease, outcome: Outcome, cycle: str, now: float
+    ) -> None:
+        cands = [cand for _, cand in outcome.links if cand is not None]
+        decisions = iter(self._discover(c, cands, cycle, now))
+        rows = []
+        for row, cand in outcome.links:
+            rows.append({**row, "reason": next(decisions) if cand is not None else row["reason"]})
+        c.execute(
+            "INSERT OR REPLACE INTO fetch_records VALUES (?,?,?,?,?,?,?,?)",
+            (
+                outcome.record["fetch_id"], cycle, lease.shard, lease.url, lease.fence,
+                json.dumps(outcome.record, default=str), json.dumps(rows, default=str),
+                json.dumps(outcome.document, default=str) if outcome.document else None,
+            ),
+        )  # fmt: skip
+
+    # robots ------------------------------------------------------------------------
+    def robots(self, origin: str) -> RobotsRecord | None:
+        row = self._conn().execute("SELECT * FROM origins WHERE origin = ?", (origin,)).fetchone()
+        if row is None or row["robots_status"] is None:
+            return None
+        return RobotsRecord(
+            origin, int(row["robots_version"]), row["robots_status"], row["robots_text"],
+            float(row["robots_fetched_at"] or 0), float(row["robots_expires_at"]),
+        )  # fmt: skip
+
+    def robots_good_at(self, origin: str) -> float | None:
+        row = (
+            self._conn()
+            .execute("SELECT robots_good_at FROM origins WHERE origin = ?", (origin,))
+            .fetchone()
+        )
+        return None if row is None or row[0] is None else float(row[0])
+
+    def put_robots(
+        self,
+        task: RobotsTask,
+        status: str,
+        text: str,
+        now: float,
+        ttl_s: float,
+        backoff_until: float,
+        min_gap_s: float | None = None,
+        good: bool = False,
+        cycle: str | None = None,
+        shard: int | None = None,
+        record: dict[str, Any] | None = None,
+    ) -> RobotsRecord:
+        """Store the robots outcome of `task` (and its fetch record); the version grows only
+        when the effective rules change."""
+        with self._tx() as c:
+            if record is not None and cycle is not None and shard is not None:
+                c.execute(
+                    "INSERT OR REPLACE INTO fetch_records VALUES (?,?,?,?,?,?,?,?)",
+                    (record["fetch_id"], cycle, shard, record["url"], 0,
+                     json.dumps(record, default=str), "[]", None),
+                )  # fmt: skip
+            row = c.execute(
+                "SELECT * FROM origins WHERE origin = ? AND robots_lease_id = ?",
+                (task.origin, task.lease_id),
+            ).fetchone()
+            if row is None:
+                raise CoordinationError(f"robots lease for {task.origin} is no longer current")
+            changed = row["robots_status"] != status or row["robots_text"] != text
+            version = int(row["robots_version"]) + int(changed)
+            c.execute(
+                """UPDATE origins SET robots_version = ?, robots_status = ?, robots_text = ?,
+                     robots_fetched_at = ?, robots_expires_at = ?, robots_lease_id = NULL,
+                     robots_lease_until = 0, backoff_until = MAX(backoff_until, ?),
+                     min_gap_s = COALESCE(?, min_gap_s),
+                     robots_good_at = CASE WHEN ? THEN ? ELSE robots_good_at END
+                   WHERE origin = ?""",
+                (
+                    version, status, text, now, now + ttl_s, backoff_until, min_gap_s,
+                    good, now, task.origin,
+                ),
+            )  # fmt: skip
+        return RobotsRecord(task.origin, version, status, text, now, now + ttl_s)
+
+    def backoff_origin(self, origin: str, until: float) -> None:
+        with self._tx() as c:
+            c.execute(
+                "UPDATE origins SET backoff_until = MAX(backoff_until, ?) WHERE origin = ?",
+                (until, origin),
+            )
+
+    # maintenance -------------------------------------------------------------------
+    def sweep(self, now: float) -> int:
+        """Return expired leases to eligible, attempts kept."""
+        with self._tx() as c:
+            cur = c.execute(
+                """UPDATE urls SET state = 'eligible', reason = ?, lease_id = NULL,
+                   lease_expires_at = NULL, slot_held = 0
+                   WHERE state = 'leased' AND lease_expires_at <= ?""",
+                (Reason.LEASE_EXPIRED.value, now),
+            )
+            return cur.rowcount
+
+    def defer_remaining(self, cycle: str, shard: int, reason: str) -> int:
+        with self._tx() as c:
+            cur = c.execute(
+                """UPDATE urls SET reason = ? WHERE shard = ? AND cycle = ?
+                   AND state IN ('eligible', 'failed_retryable')""",
+                (reason, shard, cycle),
+            )
+            return cur.rowcount
+
+    # reads for the lake --------------------------------------------------------------
+    def fetch_records(self, cycle: str, shard: int) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            "SELECT record, links, document FROM fetch_records WHERE cycle = ? AND shard = ?",
+            (cycle, shard),
+        )
+        return [
+            {
+                "record": json.loads(r["record"]),
+                "links": json.loads(r["links"]),
+                "document": json.loads(r["document"]) if r["document"] else None,
+            }
+            for r in rows
+        ]
+
+    def url_rows(self, shard: int) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            """SELECT url, discovered_url, origin, depth, priority, state, reason, cycle, due_at,
+                      attempts, fence, robots_version, source, discovered_cycle, discovered_at,
+                      last_fetch_at, last_status, etag, last_modified, content_hash
+               FROM urls WHERE shard = ? ORDER BY seq""",
+            (shard,),
+        )
+        return [dict(r) for r in rows]
+
+    def stale_attempts(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._conn().execute("SELECT * FROM stale_attempts")]
+
+
+def _selection_reason(state: str) -> str:
+    if state == UrlState.DISCOVERED.value:
+        return Reason.ADMITTED.value
+    if state in (UrlState.FETCHED.value, UrlState.QUARANTINED.value):
+        return Reason.REVISIT_DUE.value
+    return Reason.CARRIED_OVER.value

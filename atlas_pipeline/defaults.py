@@ -1,0 +1,59 @@
+"""Documented defaults for every crawl knob; config.py builds the typed config from these."""
+
+from __future__ import annotations
+
+USER_AGENT = "AtlasBot/1.0 (+https://atlas.example.test/bot)"
+DATA_DIR = "./atlas_data"  # lake, bodies, SQLite files; relative to the config file's folder
+SHARDS = 4  # origin shards per cycle; one Dagster partition per (cycle, shard)
+
+# Politeness (per origin unless stated)
+MIN_GAP_S = 1.0  # seconds between request *starts* to one origin
+MAX_IN_FLIGHT = 1  # concurrent requests to one origin
+GLOBAL_CONCURRENCY = 64  # concurrent requests of one fetch batch, all origins together
+CRAWL_DELAY_CAP_S = 30.0  # a robots Crawl-delay above this is capped
+
+# Scope
+MAX_DEPTH = 8  # link hops from a seed
+MAX_PAGES_PER_ORIGIN = 1000  # URLs admitted to one cycle's queue per origin
+MAX_URL_LENGTH = 2048  # characters; longer URLs are rejected
+
+# Limits
+MAX_BODY_BYTES = 5 * 1024 * 1024  # 5 MiB of *decompressed* body
+TOTAL_TIMEOUT_S = 30.0  # whole request, connect to last byte
+CONNECT_TIMEOUT_S = 10.0  # TCP (and TLS) connect
+LEASE_MARGIN_S = 30.0  # lease = total timeout + this, so no request outlives its lease
+BATCH_MAX_IDLE_S = 120.0  # a batch stops when its next eligible origin is further away than this
+
+# Robots
+ROBOTS_CACHE_S = 24 * 3600.0  # a 2xx robots.txt is trusted this long
+ROBOTS_MAX_BYTES = 500 * 1024  # RFC 9309 minimum a parser must read
+ROBOTS_UNREACHABLE_BACKOFF_S = 600.0  # origin backoff after robots 5xx / network failure
+ROBOTS_STALE_GRACE_S = 3 * 24 * 3600.0  # last good copy may stand in this long when unreachable
+ROBOTS_429_BACKOFF_S = 300.0  # origin backoff after robots 429 without Retry-After
+
+# Retries
+MAX_ATTEMPTS = 3  # fetch attempts per URL per cycle before it becomes terminal
+RETRY_BACKOFF_S = 60.0  # base delay before a failed URL is eligible again
+
+# Revisit
+REVISIT_INTERVAL_S = (
+    24 * 3600.0
+)  # a fetched page is due again after this (recrawl issue refines it)
+
+# Extraction
+EXTRACTION_VERSION = "trafilatura-2.3.1/v1"
+PARSE_BACKLOG_PER_WORKER = 4  # queued parse jobs per pool worker before fetching pauses
+
+# URL identity
+TRACKING_PARAMS = (
+    "gclid",
+    "fbclid",
+    "msclkid",
+    "dclid",
+    "yclid",
+    "igshid",
+    "mc_cid",
+    "mc_eid",
+    "_ga",
+)
+TRACKING_PREFIXES = ("utm_",)  # any query key starting with these is dropped

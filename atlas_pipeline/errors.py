@@ -1,0 +1,45 @@
+"""The engine's exception tree.
+
+AtlasError
+ +-- ConfigError            a crawl config key or value is wrong (message names it and the fix)
+ +-- CoordinationError      the coordination store cannot be reached or used
+ |    +-- StaleAttempt      a commit presented a fence token that is no longer current
+ +-- EgressRefused          a destination address is not allowed (SSRF gate)
+ +-- LakeError              a Delta table cannot be read or written
+"""
+
+from __future__ import annotations
+
+
+class AtlasError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class ConfigError(AtlasError):
+    """A bad crawl config: one readable line naming the key and the fix."""
+
+
+class CoordinationError(AtlasError):
+    """The coordination store is unreachable or misbehaving."""
+
+
+class StaleAttempt(CoordinationError):
+    """A fenced write lost: a newer lease (fence token) owns the URL now."""
+
+    def __init__(self, url: str, fence: int) -> None:
+        super().__init__(f"stale attempt on {url}: fence {fence} is no longer current")
+        self.url = url
+        self.fence = fence
+
+
+class EgressRefused(AtlasError):
+    """The egress gate refused a destination; `reason` is the reason code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class LakeError(AtlasError):
+    """A Delta table could not be read or written."""

@@ -1,0 +1,48 @@
+"""Reason codes: every decision about a URL carries one, and they end up in Delta tables."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """Why a URL was admitted, rejected, blocked, deferred, quarantined or failed."""
+
+    # discovery / scope (links table)
+    ADMITTED = "admitted"
+    SEED = "seed"
+    ALREADY_KNOWN = "already_known"
+    BAD_URL = "bad_url"
+    SCHEME_NOT_ALLOWED = "scheme_not_allowed"
+    HOST_NOT_ALLOWED = "host_not_allowed"
+    MAX_DEPTH = "max_depth"
+    URL_TOO_LONG = "url_too_long"
+    NOFOLLOW = "nofollow"
+    ORIGIN_BUDGET = "origin_budget_exhausted"  # known, deferred to a later cycle
+    # robots
+    ROBOTS_DISALLOWED = "robots_disallowed"
+    ROBOTS_UNREACHABLE = "robots_unreachable"
+    ROBOTS_THROTTLED = "robots_throttled"
+    # egress
+    EGRESS_REFUSED = "egress_refused"
+    # fetch outcomes
+    FETCHED = "fetched"
+    NOT_MODIFIED = "not_modified"
+    REDIRECT = "redirect"
+    HTTP_CLIENT_ERROR = "http_4xx"
+    HTTP_GONE = "http_gone"  # 404 / 410: final
+    HTTP_SERVER_ERROR = "http_5xx"
+    HTTP_THROTTLED = "http_429"
+    TIMEOUT = "timeout"
+    NETWORK_ERROR = "network_error"
+    TOO_LARGE = "body_too_large"
+    NOT_HTML = "content_type_not_allowed"
+    PARSE_FAILED = "parse_failed"
+    MAX_ATTEMPTS = "max_attempts"
+    # scheduling
+    DEFERRED_BACKOFF = "deferred_origin_backoff"
+    LEASE_EXPIRED = "lease_expired"
+    STALE_ATTEMPT = "stale_attempt"
+    # frontier selection
+    REVISIT_DUE = "revisit_due"
+    CARRIED_OVER = "carried_over"

@@ -1,0 +1,120 @@
+"""The scope guard: turns the links of a page into reason-coded link rows and candidates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .config import CrawlConfig
+from .coordination import Candidate, UrlState
+from .reasons import Reason
+from .robots import RobotsPolicy
+from .urls import BadUrl, normalize, origin_of, shard_of
+
+
+def priority_for_depth(depth: int) -> float:
+    """Breadth-first by default: shallower pages first."""
+    return max(0.05, 1.0 - 0.1 * depth)
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    url: str | None  # canonical, None when it cannot be one
+    reason: str
+    candidate: Candidate | None
+
+
+class ScopeGuard:
+    """Applies the config's scope rules (scheme, hosts, depth, length, nofollow, robots)."""
+
+    def __init__(self, cfg: CrawlConfig) -> None:
+        self.cfg = cfg
+        self.hosts = cfg.scope_hosts
+
+    def judge(
+        self,
+        href: str,
+        base: str,
+        depth: int,
+        source: str | None,
+        nofollow: bool = False,
+        robots: RobotsPolicy | None = None,
+    ) -> Judgement:
+        """Decide one link found at `depth` on `source` (resolved against `base`)."""
+        try:
+            url = normalize(href, base)
+        except BadUrl as exc:
+            scheme_problem = "scheme" in str(exc)
+            reason = Reason.SCHEME_NOT_ALLOWED if scheme_problem else Reason.BAD_URL
+            return Judgement(None, reason.value, None)
+        if len(url) > self.cfg.scope.max_url_length:
+            return Judgement(url, Reason.URL_TOO_LONG.value, None)
+        origin = origin_of(url)
+        host = origin.split("://", 1)[1].rsplit(":", 1)[0]
+        if host not in self.hosts:
+            return Judgement(url, Reason.HOST_NOT_ALLOWED.value, None)
+        if depth > self.cfg.scope.max_depth:
+            return Judgement(url, Reason.MAX_DEPTH.value, None)
+        if nofollow and not self.cfg.scope.follow_nofollow:
+            return Judgement(url, Reason.NOFOLLOW.value, None)
+        state, reason, version = UrlState.ELIGIBLE, Reason.ADMITTED.value, None
+        if (
+            robots is not None
+            and robots.origin == origin
+            and not robots.allows(url, self.cfg.robots_token)
+        ):
+            state, reason, version = (
+                UrlState.BLOCKED,
+                Reason.ROBOTS_DISALLOWED.value,
+                robots.version,
+            )
+        cand = Candidate(
+            url=url,
+            discovered_url=href,
+            origin=origin,
+            shard=shard_of(origin, self.cfg.shards),
+            depth=depth,
+            priority=priority_for_depth(depth),
+            source=source,
+            state=state,
+            reason=reason,
+            robots_version=version,
+        )
+        return Judgement(url, reason, cand)
+
+    def seed_candidates(self) -> list[Candidate]:
+        out = []
+        for seed in self.cfg.seeds:
+            j = self.judge(seed, seed, 0, None)
+            if j.candidate is not None:
+                out.append(replace(j.candidate, reason=Reason.SEED.value))
+        return out
+
+    def page_links(
+        self,
+        links: list[tuple[str, str, bool]],
+        base: str,
+        source: str,
+        depth: int,
+        robots: RobotsPolicy | None,
+    ) -> list[tuple[dict[str, Any], Candidate | None]]:
+        """One row per distinct target of a page (first occurrence), with its candidate."""
+        seen: set[str] = set()
+        out: list[tuple[dict[str, Any], Candidate | None]] = []
+        for href, anchor, nofollow in links:
+            j = self.judge(href, base, depth + 1, source, nofollow, robots)
+            key = j.url or href
+            if key in seen:
+                continue
+            seen.add(key)
+            row = {
+                "href": href,
+                "url": j.url,
+                "target_origin": j.candidate.origin if j.candidate else None,
+                "anchor": anchor,
+                "nofollow": nofollow,
+                "depth": depth + 1,
+                "reason": j.reason,
+            }
+            out.append((row, j.candidate))
+        return out

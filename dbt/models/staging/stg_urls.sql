@@ -1,0 +1,25 @@
+-- URL catalogue, one row per URL (the grain of lake.urls).
+select
+    cast(crawl_cycle as varchar) as crawl_cycle,
+    cast(origin_shard as varchar) as origin_shard,
+    cast(url as varchar) as url,
+    cast(discovered_url as varchar) as discovered_url,
+    cast(origin as varchar) as origin,
+    cast(depth as integer) as depth,
+    cast(priority as double) as priority,
+    cast(state as varchar) as state,
+    cast(reason as varchar) as reason,
+    cast(queued_cycle as varchar) as queued_cycle,
+    cast(due_at as timestamptz) as due_at,
+    cast(attempts as integer) as attempts,
+    cast(fence as bigint) as fence,
+    cast(robots_version as bigint) as robots_version,
+    cast(source as varchar) as source,
+    cast(discovered_cycle as varchar) as discovered_cycle,
+    cast(discovered_at as timestamptz) as discovered_at,
+    cast(last_fetch_at as timestamptz) as last_fetch_at,
+    cast(last_status as integer) as last_status,
+    cast(etag as varchar) as etag,
+    cast(last_modified as varchar) as last_modified,
+    cast(content_hash as varchar) as content_hash
+from {{ source('lake', 'urls') }}

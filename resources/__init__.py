@@ -1,0 +1,1 @@
+"""Dagster resources that build engine objects from one crawl config."""

@@ -27,13 +27,12 @@ def build_definitions(
         description="One crawl cycle for one origin shard: frontier, fetch batch, URL catalogue.",
         executor_def=dg.in_process_executor,
     )
-    crawl = dg.Definitions(
+    return dg.Definitions(
         assets=crawl_assets,
         asset_checks=build_checks(partitions),
         jobs=[job],
         resources={"atlas": AtlasCrawl(config_path=config_path, data_dir=data_dir)},
     )
-    return crawl
 
 
 @dg.definitions
@@ -42,4 +41,8 @@ def defs() -> dg.Definitions:
     config_path = os.environ.get(ENV_CONFIG) or None
     data_dir = os.environ.get(ENV_DATA_DIR) or None
     cfg = load_config(config_path, dict(os.environ))
-    return build_definitions(cfg, config_path, data_dir)
+    from resources.dbt import build_dbt_defs
+
+    return dg.Definitions.merge(
+        build_definitions(cfg, config_path, data_dir), build_dbt_defs(str(cfg.lake_path))
+    )

@@ -22,6 +22,8 @@ from atlas_pipeline.config import CrawlConfig, load_config
 from .definitions import CRAWL_JOB, build_definitions
 from .partitions import CYCLE_PARTITIONS, next_cycle_key, partition_key
 
+# Events still go to the instance (and the UI); the terminal gets warnings only.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 DAGSTER_YAML = """\
 telemetry:
   enabled: false
@@ -58,7 +60,10 @@ def run_shard(config_path: str | None, cycle: str, shard: int) -> ShardRun:
     """One Dagster run: the whole crawl job for partition (cycle, shard), in this process."""
     instance = dg.DagsterInstance.get()
     res = _job(config_path).execute_in_process(
-        instance=instance, partition_key=str(partition_key(cycle, shard)), raise_on_error=False
+        instance=instance,
+        partition_key=str(partition_key(cycle, shard)),
+        raise_on_error=False,
+        run_config=QUIET,
     )
     error = None
     if not res.success:

@@ -153,7 +153,15 @@ class FetchBatch:
             headers["If-Modified-Since"] = lease.last_modified
         return headers
 
+    def _note_start(self, claim: Lease | RobotsTask) -> None:
+        # The gap runs between request *starts*: if this request leaves later than its claim
+        # (a busy event loop), the origin's next slot moves with it.
+        started = self.clock()
+        if claim.gap_s > 0 and started - claim.claimed_at > d.START_SLACK_S:
+            self.store.advance_origin_clock(claim.origin, started + claim.gap_s)
+
     async def _fetch_url(self, lease: Lease) -> None:
+        self._note_start(lease)
         try:
             resp = await fetch(
                 self.session, self.gate, lease.url, self._request_headers(lease),
@@ -342,6 +350,7 @@ class FetchBatch:
     # robots --------------------------------------------------------------------------
     async def _fetch_robots(self, task: RobotsTask) -> None:
         url = f"{_origin_base(task.origin)}/robots.txt"
+        self._note_start(task)
         try:
             resp = await self._get_following(url)
         finally:

@@ -17,7 +17,7 @@ from .coordination import CoordinationStore, OriginPolicy, open_store
 from .lake import Lake, Written
 from .parsing import ExtractorPool
 from .scope import ScopeGuard
-from .urls import shard_key, shard_of
+from .urls import shard_key
 
 
 @dataclass
@@ -31,7 +31,10 @@ class Engine:
 
     @classmethod
     def from_config(cls, cfg: CrawlConfig) -> Engine:
-        policy = OriginPolicy(cfg.politeness.min_gap_s, cfg.politeness.max_in_flight)
+        politeness = cfg.politeness
+        policy = OriginPolicy(
+            politeness.min_gap_s, politeness.max_in_flight, politeness.gap_guard_s
+        )
         store = open_store(cfg.coordination, policy, cfg.scope.max_pages_per_origin)
         return cls(cfg, store, BodyStore(cfg.bodies_path), Lake(cfg.lake_path))
 
@@ -40,12 +43,10 @@ class Engine:
 
 
 def plan_frontier(engine: Engine, cycle: str, shard: int) -> tuple[list[dict[str, Any]], Written]:
-    """Offer this shard's seeds, queue its due URLs for `cycle`, write the frontier snapshot."""
-    cfg = engine.cfg
-    seeds = [
-        c for c in ScopeGuard(cfg).seed_candidates() if shard_of(c.origin, cfg.shards) == shard
-    ]
-    engine.store.discover(seeds, cycle)
+    """Offer the seeds, queue this shard's due URLs for `cycle`, write the frontier snapshot."""
+    # Every shard offers all seeds (insert-if-absent, so cheap): a seed must be known at
+    # depth 0 before another shard's batch can discover it as a link.
+    engine.store.discover(ScopeGuard(engine.cfg).seed_candidates(), cycle)
     now = time.time()
     rows = engine.store.select_frontier(cycle, shard, now)
     for row in rows:

@@ -142,4 +142,3 @@ class ExtractorPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

@@ -37,6 +37,7 @@ class OriginPolicy:
 
     min_gap_s: float
     max_in_flight: int
+    gap_guard_s: float = 0.0  # added to a non-zero gap: requests reach the origin after the claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,8 @@ class Lease:
     robots_version: int
     etag: str | None = None
     last_modified: str | None = None
+    claimed_at: float = 0.0
+    gap_s: float = 0.0  # the gap the claim reserved, guard included
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,8 @@ class RobotsTask:
     origin: str
     lease_id: str
     expires_at: float
+    claimed_at: float = 0.0
+    gap_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +165,8 @@ class CoordinationStore(Protocol):
         shard: int | None = None,
         record: dict[str, Any] | None = None,
     ) -> RobotsRecord: ...
+
+    def advance_origin_clock(self, origin: str, next_eligible_at: float) -> None: ...
 
     def backoff_origin(self, origin: str, until: float) -> None: ...
 

@@ -265,6 +265,8 @@ class SqliteStore:
             if best_ready > now:
                 return Wait(best_ready)
             gap = float(best["min_gap_s"])
+            if gap > 0:
+                gap += self.default_policy.gap_guard_s
             if best["robots_expires_at"] <= now:
                 lease_id = uuid.uuid4().hex
                 c.execute(
@@ -272,9 +274,9 @@ class SqliteStore:
                        next_eligible_at = ? WHERE origin = ?""",
                     (lease_id, now + lease_s, now + gap, best["origin"]),
                 )
-                return RobotsTask(best["origin"], lease_id, now + lease_s)
+                return RobotsTask(best["origin"], lease_id, now + lease_s, now, gap)
             policy = self._policy(best)
-            lease = self._lease_best_url(c, best, policy, cycle, now, token, lease_s)
+            lease = self._lease_best_url(c, best, policy, cycle, now, token, lease_s, gap)
             if lease is None:
                 return Wait(now)  # every due URL of that origin was robots-blocked; look again
             c.execute(
@@ -302,6 +304,7 @@ class SqliteStore:
         now: float,
         token: str,
         lease_s: float,
+        gap: float,
     ) -> Lease | None:
         rows = c.execute(
             """SELECT seq, url, depth, fence, attempts, etag, last_modified FROM urls
@@ -335,6 +338,8 @@ class SqliteStore:
                 robots_version=policy.version,
                 etag=row["etag"],
                 last_modified=row["last_modified"],
+                claimed_at=now,
+                gap_s=gap,
             )
         return None
 
@@ -449,6 +454,14 @@ class SqliteStore:
                 ),
             )  # fmt: skip
         return RobotsRecord(task.origin, version, status, text, now, now + ttl_s)
+
+    def advance_origin_clock(self, origin: str, next_eligible_at: float) -> None:
+        """Move the origin's clock forward (never back): a request left later than its claim."""
+        with self._tx() as c:
+            c.execute(
+                "UPDATE origins SET next_eligible_at = MAX(next_eligible_at, ?) WHERE origin = ?",
+                (next_eligible_at, origin),
+            )
 
     def backoff_origin(self, origin: str, until: float) -> None:
         with self._tx() as c:

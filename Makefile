@@ -1,0 +1,40 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both install what is missing.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint typecheck web clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# Wheels only: two sdists in the tree (dbt-extractor, dbt-core-experimental-parser) need the
+# network to build, so a resolver that reaches for them must fail fast instead.
+$(STAMP): $(PY) requirements.lock pyproject.toml
+	$(PY) -m pip install -q --only-binary=:all: -r requirements.lock
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(VENV)/bin/atlas demo
+
+test: install
+	bash scripts/ensure_postgres.sh
+	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+web: install
+	$(VENV)/bin/atlas web
+
+clean:
+	rm -rf atlas_data .pytest_cache dbt/target dbt/logs

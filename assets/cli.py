@@ -1,0 +1,200 @@
+"""The `atlas` command: `atlas web`, `atlas crawl`, `atlas demo`, `atlas config`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from atlas_pipeline.config import CrawlConfig, dump_config, load_config
+from atlas_pipeline.errors import AtlasError
+
+DEMO_ORIGINS = 5  # generated origins besides the three publishers
+DEMO_PAGES = 40  # pages per origin
+DEMO_CYCLES = 3
+
+
+def _free_port(preferred: int) -> int:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", preferred))
+            return preferred
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+
+def cmd_web(args: argparse.Namespace) -> int:
+    from atlas_pipeline.sandbox import SandboxWeb, serve_forever
+
+    web = SandboxWeb(seed=args.seed, generated_origins=args.origins, pages_per_origin=args.pages)
+    serve_forever(web, port=args.port, log_path=Path(args.log) if args.log else None)
+    return 0
+
+
+def _check_store(cfg: CrawlConfig) -> None:
+    from atlas_pipeline.crawl import Engine
+
+    Engine.from_config(cfg).close()  # an unreachable store fails here, in one line
+
+
+def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int) -> bool:
+    import dagster as dg
+
+    from .runner import ensure_dagster_home, run_cycles
+
+    _check_store(cfg)
+    home = ensure_dagster_home(cfg)
+    print(f"Dagster instance: {home}")
+    ok = True
+
+    def report(cycle: str, runs: list) -> None:  # type: ignore[type-arg]
+        nonlocal ok
+        for run in runs:
+            status = "ok" if run.success else f"FAILED: {run.error}"
+            ok = ok and run.success
+            print(f"  {cycle} shard_{run.shard:03d}  run {run.run_id[:8]}  {status}")
+
+    with dg.DagsterInstance.get() as instance:
+        started = time.time()
+        run_cycles(cfg, config_path, cycles, instance, parallel, on_cycle=report)
+        print(f"{cycles} cycle(s) x {cfg.shards} shard(s) in {time.time() - started:.1f} s")
+    return ok
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, dict(os.environ))
+    config_path = (
+        str(Path(args.config).resolve()) if args.config else os.environ.get("ATLAS_CONFIG")
+    )
+    if config_path is None:
+        raise AtlasError("atlas crawl needs --config FILE (or $ATLAS_CONFIG)")
+    ok = _crawl(cfg, config_path, args.cycles, args.parallel)
+    print_summary(cfg)
+    return 0 if ok else 1
+
+
+def demo_config(data_dir: Path, port: int) -> dict[str, object]:
+    from atlas_pipeline.sandbox import SandboxWeb
+
+    web = SandboxWeb(seed=7, generated_origins=DEMO_ORIGINS, pages_per_origin=DEMO_PAGES, port=port)
+    return {
+        "seeds": web.seed_urls(),
+        "data_dir": str(data_dir),
+        "shards": 4,
+        "politeness": {"min_gap_s": 0.25, "max_in_flight": 1, "global_concurrency": 64},
+        "scope": {"max_depth": 8, "max_pages_per_origin": 15},
+        "limits": {"total_timeout_s": 10, "batch_max_idle_s": 30},
+        "resolve": {host: "127.0.0.1" for host in web.hosts},
+        "resolve_only": True,
+    }
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from atlas_pipeline.sandbox import SandboxServer, SandboxWeb
+
+    data_dir = Path(args.data_dir).resolve()
+    if data_dir.exists():
+        shutil.rmtree(data_dir)  # the sandbox port may differ per run: start from a clean crawl
+    data_dir.mkdir(parents=True)
+    port = _free_port(args.port)
+    web = SandboxWeb(seed=7, generated_origins=DEMO_ORIGINS, pages_per_origin=DEMO_PAGES)
+    with SandboxServer(web, port=port, log_path=data_dir / "sandbox-requests.jsonl") as server:
+        config_path = data_dir / "atlas.yaml"
+        config_path.write_text(yaml.safe_dump(demo_config(data_dir, server.port), sort_keys=False))
+        cfg = load_config(config_path)
+        print(
+            f"Sandbox web: {len(web.hosts)} origins on 127.0.0.1:{server.port}; crawl config {config_path}"
+        )
+        ok = _crawl(cfg, str(config_path), args.cycles, 0)
+    print_summary(cfg)
+    print(f"\nSandbox request log: {data_dir / 'sandbox-requests.jsonl'}")
+    print("Open the same results in the Dagster UI:")
+    print(f"  DAGSTER_HOME={cfg.data_dir / 'dagster_home'} ATLAS_CONFIG={config_path} "
+          f"{Path(sys.executable).parent / 'dagster'} dev -w workspace.yaml")  # fmt: skip
+    return 0 if ok else 1
+
+
+def print_summary(cfg: CrawlConfig) -> None:
+    import polars as pl
+
+    from atlas_pipeline.lake import Lake
+
+    lake = Lake(cfg.lake_path)
+    fetches, docs, links, urls = (lake.read(t) for t in ("fetches", "documents", "links", "urls"))
+    pages = fetches.filter(pl.col("kind") == "page")
+    print("\nPages fetched per origin (all cycles):")
+    per_origin = pages.group_by("origin").agg(
+        pl.len().alias("requests"), (pl.col("reason") == "fetched").sum().alias("documents")
+    )
+    for row in per_origin.sort("origin").iter_rows(named=True):
+        print(
+            f"  {row['origin']:<42} {row['requests']:>5} requests  {row['documents']:>5} documents"
+        )
+    print(f"\nDocuments: {docs.height}   links: {links.height}   URLs known: {urls.height}")
+    for name, df in (("fetches", fetches), ("links", links), ("urls", urls)):
+        counts = df.group_by("reason").len().sort("len", descending=True)
+        text = ", ".join(f"{r}={n}" for r, n in counts.iter_rows())
+        print(f"Reason codes ({name}): {text}")
+    print("\nDelta tables (read with polars.read_delta):")
+    for table in ("urls", "frontier", "fetches", "documents", "links"):
+        print(f"  {lake.uri(table)}")
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, dict(os.environ))
+    print(dump_config(cfg), end="")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="atlas", description="Atlas: a polite, durable web crawler on Dagster."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    web = sub.add_parser("web", help="serve the sandbox web on loopback")
+    web.add_argument("--port", type=int, default=8080)
+    web.add_argument("--seed", type=int, default=7)
+    web.add_argument(
+        "--origins", type=int, default=5, help="generated origins besides the three publishers"
+    )
+    web.add_argument("--pages", type=int, default=40, help="pages per origin")
+    web.add_argument("--log", help="JSON-lines request log file")
+    web.set_defaults(func=cmd_web)
+    crawl = sub.add_parser("crawl", help="add cycle partitions and materialize them")
+    crawl.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    crawl.add_argument("--cycles", type=int, default=1)
+    crawl.add_argument(
+        "--parallel", type=int, default=0, help="shard runs at once (default: all shards)"
+    )
+    crawl.set_defaults(func=cmd_crawl)
+    demo = sub.add_parser("demo", help="start the sandbox web and crawl it for 3 cycles")
+    demo.add_argument("--data-dir", default="atlas_data/demo")
+    demo.add_argument("--port", type=int, default=8080)
+    demo.add_argument("--cycles", type=int, default=DEMO_CYCLES)
+    demo.set_defaults(func=cmd_demo)
+    config = sub.add_parser("config", help="validate a crawl config and print every key")
+    config.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    config.set_defaults(func=cmd_config)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except AtlasError as exc:
+        print(f"atlas: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

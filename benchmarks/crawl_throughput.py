@@ -1,0 +1,530 @@
+"""Crawl throughput: Atlas's engine vs a minimal aiohttp + trafilatura loop, same sandbox web.
+
+    .venv/bin/python benchmarks/crawl_throughput.py            # 50 origins x 200 pages
+    .venv/bin/python benchmarks/crawl_throughput.py --quick    # 10 x 30 smoke run
+    .venv/bin/python benchmarks/crawl_throughput.py --json     # machine-readable results
+    .venv/bin/python benchmarks/crawl_throughput.py --profile  # + cProfile of the Atlas run
+
+Three kinds of process, all started from this file:
+
+* the sandbox server (``--serve``): its own process, so its CPU is not charged to a
+  contender and it does not share a GIL with one. Before it listens it prerenders every
+  page of the web into an unbounded body cache (the library's LRU keeps only 1024 bodies),
+  so both contenders hit the same warm server that only looks bytes up and sends them.
+* one fresh process per contender (``--run atlas|baseline``), started one after the
+  other. Each times its own crawl and reports wall seconds, CPU seconds of itself plus its
+  extraction workers (``getrusage`` SELF + CHILDREN deltas; the workers are joined inside the
+  timed region), and peak RSS of itself and of its largest worker.
+* the parent (default mode): starts the server, computes the URL set, runs the contenders
+  and prints the table. It also records each contender's whole-process CPU
+  (``RUSAGE_CHILDREN`` delta around it: interpreter start-up and imports included) and the
+  server's CPU while that contender ran (from ``/proc/<pid>/stat``).
+
+URL set: the baseline fetches exactly the pages ``SandboxWeb.reachable(max_depth)`` lists
+(the sandbox's own oracle of what a polite, in-scope BFS from the seeds fetches: 200 pages
+only, robots-disallowed paths and external hosts excluded). Atlas discovers its URLs itself
+from the seeds; the parent checks that the URLs of its documents equal that set.
+
+Atlas runs through the engine API (``plan_frontier`` + ``fetch_shard`` per shard, with the
+lake writes, SQLite coordination and body store); a Dagster run adds its own overhead on
+top (roughly 0.6-1.5 s per run; not measured here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+SEED = 7
+CYCLE = "c0001"
+QUICK = (10, 30)
+MAX_DEPTH = 100
+CONCURRENCY = 64
+RESULT_TAG = "RESULT "
+_MIB = 1024.0  # ru_maxrss is in KiB on Linux
+
+
+def _web(origins: int, pages: int, port: int = 8080) -> Any:
+    from atlas_pipeline.sandbox import SandboxWeb
+
+    if origins < 3:
+        raise SystemExit("--origins must be at least 3 (the fixed publishers)")
+    return SandboxWeb(seed=SEED, generated_origins=origins - 3, pages_per_origin=pages, port=port)
+
+
+def _rusage_cpu(who: int) -> float:
+    ru = resource.getrusage(who)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """utime + stime of a live process (Linux /proc), in seconds; 0.0 when unavailable."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------------- server
+
+
+def serve(origins: int, pages: int) -> None:
+    """Server process: prerender every page, then serve until SIGTERM."""
+    import atlas_pipeline.sandbox.site as site
+    from atlas_pipeline.sandbox import serve_forever
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    web = _web(origins, pages, port)  # the real port first: changing it clears the caches
+    site._BODY_CACHE_SIZE = 1 << 30  # keep every prerendered body (the default LRU keeps 1024)
+    started = time.perf_counter()
+    n = nbytes = 0
+    for host in web.hosts:
+        web.robots_txt(host)
+        for path in web.pages(host):
+            nbytes += len(web.render(host, path))  # also computes and caches the ETag
+            n += 1
+    took = time.perf_counter() - started
+    print(f"PRERENDERED {port} {n} {nbytes} {took:.3f}", flush=True)
+    serve_forever(web, port=port)
+
+
+def start_server(origins: int, pages: int) -> tuple[subprocess.Popen[str], int, dict[str, Any]]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", "--origins", str(origins), "--pages", str(pages)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("PRERENDERED"):
+        proc.kill()
+        raise SystemExit(f"sandbox server failed to start: {line!r}")
+    _, port_s, n, nbytes, took = line.split()
+    port = int(port_s)
+    deadline = time.monotonic() + 30
+    while True:  # wait until it answers a real request
+        try:
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}/robots.txt", headers={"Host": "news-a.example.test"}
+            )
+            with urllib.request.urlopen(req, timeout=2) as resp:
+                if resp.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit("sandbox server did not answer")
+        time.sleep(0.05)
+    info = {"port": port, "pages": int(n), "bytes": int(nbytes), "prerender_s": float(took)}
+    return proc, port, info
+
+
+# ---------------------------------------------------------------------------- contenders
+
+
+def _measure_start() -> tuple[float, float, float]:
+    return (
+        time.perf_counter(),
+        _rusage_cpu(resource.RUSAGE_SELF),
+        _rusage_cpu(resource.RUSAGE_CHILDREN),
+    )
+
+
+def _measure_end(start: tuple[float, float, float]) -> dict[str, Any]:
+    import multiprocessing
+
+    wall0, self0, kids0 = start
+    wall = time.perf_counter() - wall0
+    stray = [p.pid for p in multiprocessing.active_children()]
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_self = me.ru_utime + me.ru_stime - self0
+    cpu_kids = kids.ru_utime + kids.ru_stime - kids0
+    return {
+        "seconds": wall,
+        "cpu_self_s": cpu_self,
+        "cpu_children_s": cpu_kids,
+        "cpu_s": cpu_self + cpu_kids,
+        "rss_mib": me.ru_maxrss / _MIB,
+        "children_rss_mib": kids.ru_maxrss / _MIB,
+        "unjoined_children": stray,
+    }
+
+
+def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
+    from atlas_pipeline.config import config_from_mapping
+    from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
+
+    web = _web(args.origins, args.pages, args.port)
+    with tempfile.TemporaryDirectory(prefix="atlas-bench-") as tmp_s:
+        tmp = Path(tmp_s)
+        cfg = config_from_mapping(
+            {
+                "seeds": web.seed_urls(),
+                "data_dir": str(tmp),
+                "shards": args.shards,
+                "politeness": {
+                    "min_gap_s": 0.0,
+                    "max_in_flight": 2,
+                    "global_concurrency": args.concurrency,
+                },
+                "scope": {"max_pages_per_origin": 100000, "max_depth": MAX_DEPTH},
+                "resolve": {h: "127.0.0.1" for h in web.hosts},
+                "resolve_only": True,
+                "extraction_workers": args.workers,
+            },
+            base_dir=tmp,
+        )
+        profiler = None
+        if args.profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+        start = _measure_start()
+        if profiler is not None:
+            profiler.enable()
+        eng = Engine.from_config(cfg)
+        requests = robots = nbytes = 0
+        outcomes: dict[str, int] = {}
+        for shard in range(cfg.shards):
+            plan_frontier(eng, CYCLE, shard)
+            res = fetch_shard(eng, CYCLE, shard)
+            requests += res.stats.requests
+            robots += res.stats.robots_requests
+            nbytes += res.stats.bytes
+            for k, v in res.stats.outcomes.items():
+                outcomes[k] = outcomes.get(k, 0) + v
+        if profiler is not None:
+            profiler.disable()
+        out = _measure_end(start)
+        docs = eng.lake.read("documents")
+        eng.close()
+        if profiler is not None:
+            import pstats
+
+            print("\n=== cProfile of the Atlas crawl (main process only) ===", file=sys.stderr)
+            for key in ("cumulative", "tottime"):
+                print(f"--- top {args.profile_top} by {key} ---", file=sys.stderr)
+                st = pstats.Stats(profiler, stream=sys.stderr)
+                st.sort_stats(key).print_stats(args.profile_top)
+    out.update(
+        pages=docs.height,
+        requests=requests,
+        robots_requests=robots,
+        bytes=nbytes,
+        outcomes=outcomes,
+        text_chars=int(docs["text_chars"].sum()) if docs.height else 0,
+        urls=sorted(docs["url"].to_list()),
+        profiled=bool(args.profile),
+    )
+    return out
+
+
+def _warm_baseline() -> None:
+    import trafilatura  # noqa: F401
+
+
+def _extract(body: bytes, url: str) -> tuple[str | None, str]:
+    from trafilatura import bare_extraction
+
+    html = body.decode("utf-8", errors="replace")
+    doc = bare_extraction(html, url=url, with_metadata=True, include_comments=False)
+    if doc is None:
+        return None, ""
+    return doc.title, doc.text or ""
+
+
+def run_baseline(args: argparse.Namespace) -> dict[str, Any]:
+    import asyncio
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import aiohttp
+
+    from atlas_pipeline.sandbox import SandboxResolver
+
+    web = _web(args.origins, args.pages, args.port)
+    urls: list[str] = json.loads(Path(args.urls_file).read_text())
+    workers = args.workers or os.cpu_count() or 1
+    counts = {"pages": 0, "requests": 0, "errors": 0, "bytes": 0, "text_chars": 0}
+
+    async def crawl(pool: ProcessPoolExecutor) -> None:
+        loop = asyncio.get_running_loop()
+        slots = asyncio.Semaphore(args.concurrency)  # bounds bodies in memory too
+        connector = aiohttp.TCPConnector(resolver=SandboxResolver(web), limit=args.concurrency)
+        async with aiohttp.ClientSession(connector=connector) as session:
+
+            async def one(url: str) -> None:
+                async with slots:
+                    try:
+                        async with session.get(url, allow_redirects=False) as r:
+                            status = r.status
+                            body = await r.read()
+                    except (aiohttp.ClientError, OSError, TimeoutError):
+                        counts["errors"] += 1
+                        return
+                    counts["requests"] += 1
+                    counts["bytes"] += len(body)
+                    if status != 200:
+                        counts["errors"] += 1
+                        return
+                    _, text = await loop.run_in_executor(pool, _extract, body, url)
+                    counts["pages"] += 1
+                    counts["text_chars"] += len(text)
+
+            await asyncio.gather(*(one(u) for u in urls))
+
+    start = _measure_start()
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_warm_baseline,
+    )
+    try:
+        asyncio.run(crawl(pool))
+    finally:
+        pool.shutdown(wait=True)
+    out = _measure_end(start)
+    out.update(counts, robots_requests=0, profiled=False)
+    return out
+
+
+def run_contender(args: argparse.Namespace) -> None:
+    result = run_atlas(args) if args.run == "atlas" else run_baseline(args)
+    print(RESULT_TAG + json.dumps(result), flush=True)
+
+
+# ---------------------------------------------------------------------------- parent
+
+
+def spawn_contender(
+    name: str, args: argparse.Namespace, port: int, urls_file: Path, server_pid: int
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable, __file__, "--run", name, "--port", str(port),
+        "--origins", str(args.origins), "--pages", str(args.pages),
+        "--shards", str(args.shards), "--concurrency", str(args.concurrency),
+        "--workers", str(args.workers), "--urls-file", str(urls_file),
+    ]  # fmt: skip
+    if args.profile and name == "atlas":
+        cmd += ["--profile", "--profile-top", str(args.profile_top)]
+    server0 = _proc_cpu_s(server_pid)
+    kids0 = _rusage_cpu(resource.RUSAGE_CHILDREN)
+    wall0 = time.perf_counter()
+    # stderr is inherited: warnings, tracebacks and --profile output show as they come.
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    wall = time.perf_counter() - wall0
+    kids = _rusage_cpu(resource.RUSAGE_CHILDREN) - kids0
+    server = _proc_cpu_s(server_pid) - server0
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_TAG)]
+    if proc.returncode != 0 or not lines:
+        sys.stderr.write(proc.stdout)
+        raise SystemExit(f"{name} run failed (exit {proc.returncode})")
+    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_TAG) :])
+    result.update(process_seconds=wall, process_cpu_s=kids, server_cpu_s=server)
+    return result
+
+
+def _per_page(x: float, pages: int) -> float:
+    return x / pages if pages else float("nan")
+
+
+def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
+    pages = int(r["pages"])
+    return {
+        "contender": name,
+        "pages": pages,
+        "requests": int(r["requests"]),
+        "robots_requests": int(r.get("robots_requests", 0)),
+        "seconds": r["seconds"],
+        "pages_per_s": pages / r["seconds"] if r["seconds"] else float("nan"),
+        "cpu_s": r["cpu_s"],
+        "cpu_self_s": r["cpu_self_s"],
+        "cpu_children_s": r["cpu_children_s"],
+        "cpu_s_per_page": _per_page(r["cpu_s"], pages),
+        "rss_mib": r["rss_mib"],
+        "children_rss_mib": r["children_rss_mib"],
+        "process_seconds": r["process_seconds"],
+        "process_cpu_s": r["process_cpu_s"],
+        "server_cpu_s": r["server_cpu_s"],
+        "bytes": int(r["bytes"]),
+        "text_chars": int(r["text_chars"]),
+        "unjoined_children": r["unjoined_children"],
+        "profiled": r.get("profiled", False),
+    }
+
+
+def print_table(report: dict[str, Any]) -> None:
+    cfg = report["config"]
+    srv = report["server"]
+    print(
+        f"Atlas crawl throughput: {cfg['origins']} origins x {cfg['pages']} pages, "
+        f"shards={cfg['shards']}, concurrency={cfg['concurrency']}, "
+        f"extraction workers={cfg['workers']}, cores={cfg['cores']}, gap=0 s"
+    )
+    print(
+        f"Sandbox server: separate process, {srv['pages']} pages "
+        f"({srv['bytes'] / 2**20:.0f} MiB HTML) prerendered in {srv['prerender_s']:.1f} s "
+        "before timing (warm for both contenders)"
+    )
+    print(
+        f"URL set: {report['url_set']['size']} pages = SandboxWeb.reachable(max_depth="
+        f"{MAX_DEPTH}); Atlas document URLs == that set: {report['url_set']['atlas_matches']}"
+    )
+    print()
+    head = (
+        f"{'contender':<10} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'CPU s':>8} "
+        f"{'CPU s/page':>11} {'RSS MiB':>8} {'child RSS':>10} {'srv CPU s':>10}"
+    )
+    print(head)
+    print("-" * len(head))
+    for row in report["results"]:
+        print(
+            f"{row['contender']:<10} {row['pages']:>6} {row['seconds']:>8.2f} "
+            f"{row['pages_per_s']:>8.1f} {row['cpu_s']:>8.2f} {row['cpu_s_per_page'] * 1000:>8.2f} ms "
+            f"{row['rss_mib']:>8.1f} {row['children_rss_mib']:>10.1f} {row['server_cpu_s']:>10.2f}"
+        )
+    print()
+    ra = report["ratios"]
+    print("Atlas / baseline:")
+    print(f"  wall seconds      {ra['seconds']:.2f}x")
+    print(f"  pages/s           {ra['pages_per_s']:.2f}x")
+    print(f"  CPU s/page        {ra['cpu_s_per_page']:.2f}x")
+    print(f"  peak RSS process  {ra['rss_mib']:.2f}x")
+    print(f"  peak RSS children {ra['children_rss_mib']:.2f}x")
+    print()
+    for row in report["results"]:
+        print(
+            f"{row['contender']}: CPU {row['cpu_self_s']:.2f} s main + "
+            f"{row['cpu_children_s']:.2f} s workers; {row['requests']} page requests + "
+            f"{row['robots_requests']} robots.txt; whole process incl. start-up/imports "
+            f"{row['process_seconds']:.2f} s wall, {row['process_cpu_s']:.2f} s CPU"
+        )
+    print(
+        "Notes: seconds and CPU cover the crawl only (Atlas: Engine.from_config .. last "
+        "fetch_shard incl. lake writes; baseline: pool start .. pool joined); CPU = process + "
+        "its joined extraction workers; 'child RSS' = largest worker; 'srv CPU s' = sandbox "
+        "server CPU while that contender ran. A Dagster run adds ~0.6-1.5 s per run on top "
+        "(not measured here)."
+    )
+    if any(r["profiled"] for r in report["results"]):
+        print("WARNING: the Atlas run was profiled (cProfile); its timings are inflated.")
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def main_parent(args: argparse.Namespace) -> None:
+    def log(msg: str) -> None:
+        print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+    log(f"starting sandbox server ({args.origins} x {args.pages}), prerendering ...")
+    server, port, info = start_server(args.origins, args.pages)
+    try:
+        log(f"server ready on port {port}: {info['pages']} pages in {info['prerender_s']:.1f} s")
+        web = _web(args.origins, args.pages, port)
+        oracle = sorted(web.reachable(MAX_DEPTH))
+        with tempfile.TemporaryDirectory(prefix="atlas-bench-urls-") as tmp:
+            urls_file = Path(tmp) / "urls.json"
+            urls_file.write_text(json.dumps(oracle))
+            log(f"{len(oracle)} reachable pages; running Atlas ...")
+            atlas = spawn_contender("atlas", args, port, urls_file, server.pid)
+            log(f"Atlas: {atlas['pages']} pages in {atlas['seconds']:.1f} s; running baseline ...")
+            base = spawn_contender("baseline", args, port, urls_file, server.pid)
+            log(f"baseline: {base['pages']} pages in {base['seconds']:.1f} s")
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    atlas_urls = set(atlas.pop("urls"))
+    rows = [summarize("atlas", atlas), summarize("baseline", base)]
+    a, b = rows
+    report = {
+        "config": {
+            "origins": args.origins,
+            "pages": args.pages,
+            "shards": args.shards,
+            "concurrency": args.concurrency,
+            "workers": args.workers or os.cpu_count(),
+            "cores": os.cpu_count(),
+            "seed": SEED,
+            "max_depth": MAX_DEPTH,
+        },
+        "server": info,
+        "url_set": {
+            "size": len(oracle),
+            "atlas_matches": atlas_urls == set(oracle),
+            "atlas_missing": len(set(oracle) - atlas_urls),
+            "atlas_extra": len(atlas_urls - set(oracle)),
+        },
+        "results": rows,
+        "ratios": {
+            k: _ratio(a[k], b[k])
+            for k in ("seconds", "pages_per_s", "cpu_s_per_page", "rss_mib", "children_rss_mib")
+        },
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_table(report)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--origins", type=int, default=50, help="origins (3 fixed + generated)")
+    p.add_argument("--pages", type=int, default=200, help="pages per origin (>= 12)")
+    p.add_argument("--shards", type=int, default=1, help="Atlas origin shards, run one by one")
+    p.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK[0]} x {QUICK[1]}")
+    p.add_argument("--json", action="store_true", help="print machine-readable results only")
+    p.add_argument("--concurrency", type=int, default=CONCURRENCY, help="requests in flight")
+    p.add_argument("--workers", type=int, default=0, help="extraction processes; 0 = cores")
+    p.add_argument("--profile", action="store_true", help="cProfile the Atlas run (stderr)")
+    p.add_argument("--profile-top", type=int, default=25, help=argparse.SUPPRESS)
+    # inner modes
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--run", choices=("atlas", "baseline"), help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--urls-file", default="", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.origins, args.pages = QUICK
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if args.serve:
+        serve(args.origins, args.pages)
+    elif args.run:
+        run_contender(args)
+    else:
+        main_parent(args)
+
+
+if __name__ == "__main__":
+    main()

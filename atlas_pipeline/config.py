@@ -321,3 +321,23 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] = {}) -> 
 def dump_config(cfg: CrawlConfig) -> str:
     """The config as YAML, every key spelled out (what a run actually used)."""
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def config_reference() -> list[tuple[str, str, str]]:
+    """(dotted key, default, one-line doc) for every knob: the README table is made from it."""
+    rows: list[tuple[str, str, str]] = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(ann, f"{prefix}{name}.")
+                continue
+            default = field.get_default(call_default_factory=True)
+            shown = "null" if default is None else yaml.safe_dump(
+                default if not isinstance(default, Path) else str(default),
+                default_flow_style=True).strip().removesuffix("...").strip()  # fmt: skip
+            rows.append((prefix + name, shown, (field.description or "").strip()))
+
+    walk(CrawlConfig, "")
+    return rows

@@ -22,7 +22,7 @@ install: $(STAMP)
 demo: install
 	$(VENV)/bin/atlas demo
 
-test: install
+test: install lint typecheck
 	bash scripts/ensure_postgres.sh
 	$(PY) -m pytest -q
 

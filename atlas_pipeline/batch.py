@@ -290,9 +290,10 @@ class FetchBatch:
                 mine.set_result(parsed["extraction"])
                 self.stats.extracted += 1
             else:
-                parsed["extraction"] = (
-                    cached if cached is not None else await asyncio.shield(pending)
-                )  # type: ignore[arg-type]
+                if cached is None:
+                    assert pending is not None  # one of the two exists when `mine` is None
+                    cached = await asyncio.shield(pending)
+                parsed["extraction"] = cached
                 self.stats.extraction_reused += 1
             return parsed
         except BaseException as exc:
@@ -394,9 +395,9 @@ class FetchBatch:
     def _last_good_copy(self, origin: str, now: float) -> tuple[RobotsStatus, str]:
         prev = self.store.robots(origin)
         good_at = self.store.robots_good_at(origin)
-        if prev and prev.status == RobotsStatus.PARSED.value and good_at is not None:
-            if now - good_at <= self.cfg.robots.stale_grace_s:
-                return RobotsStatus.PARSED, prev.text
+        fresh_enough = good_at is not None and now - good_at <= self.cfg.robots.stale_grace_s
+        if prev and prev.status == RobotsStatus.PARSED.value and fresh_enough:
+            return RobotsStatus.PARSED, prev.text
         return RobotsStatus.UNREACHABLE, ""
 
     async def _get_following(self, url: str) -> Response:

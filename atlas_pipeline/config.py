@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import defaults as d
@@ -320,7 +320,7 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] = {}) -> 
 
 def dump_config(cfg: CrawlConfig) -> str:
     """The config as YAML, every key spelled out (what a run actually used)."""
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    return str(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
 
 
 def config_reference() -> list[tuple[str, str, str]]:

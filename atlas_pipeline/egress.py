@@ -52,11 +52,11 @@ class EgressGate:
         host = (parts.hostname or "").lower().rstrip(".")
         if not host:
             raise EgressRefused("bad_url", f"no host in {url}")
+        if self.resolve_only and host not in self.resolve_map:  # IP literals included
+            raise EgressRefused("host_not_mapped", f"{host} is not in resolve")
         try:
             literal = ipaddress.ip_address(host)
         except ValueError:
-            if self.resolve_only and host not in self.resolve_map:
-                raise EgressRefused("host_not_mapped", f"{host} is not in resolve") from None
             return
         if not is_public(literal):
             raise EgressRefused("non_public_address", f"{host} is not a public address")

@@ -77,6 +77,8 @@ def extract_text(html: str, url: str) -> dict[str, Any]:
     from trafilatura import bare_extraction
 
     doc = bare_extraction(html, url=url, with_metadata=True, include_comments=False)
+    if isinstance(doc, dict):  # only with as_dict=True, which is not asked for
+        doc = None
     if doc is None:
         return {"title": None, "author": None, "date": None, "description": None, "text": ""}
     return {

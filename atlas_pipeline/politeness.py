@@ -23,7 +23,9 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if (
+        value.isascii() and value.isdigit()
+    ):  # str.isdigit() alone accepts '²', which float() rejects
         return float(value)
     try:
         when = parsedate_to_datetime(value)

@@ -45,8 +45,8 @@ class ScopeGuard:
             url = normalize(href, base)
         except BadUrl as exc:
             scheme_problem = "scheme" in str(exc)
-            reason = Reason.SCHEME_NOT_ALLOWED if scheme_problem else Reason.BAD_URL
-            return Judgement(None, reason.value, None)
+            rejected = Reason.SCHEME_NOT_ALLOWED if scheme_problem else Reason.BAD_URL
+            return Judgement(None, rejected.value, None)
         if len(url) > self.cfg.scope.max_url_length:
             return Judgement(url, Reason.URL_TOO_LONG.value, None)
         origin = origin_of(url)
@@ -57,17 +57,14 @@ class ScopeGuard:
             return Judgement(url, Reason.MAX_DEPTH.value, None)
         if nofollow and not self.cfg.scope.follow_nofollow:
             return Judgement(url, Reason.NOFOLLOW.value, None)
-        state, reason, version = UrlState.ELIGIBLE, Reason.ADMITTED.value, None
+        state, reason, version = UrlState.ELIGIBLE, str(Reason.ADMITTED), None
+        # Only this page's own origin has its policy at hand; others are checked at claim time.
         if (
             robots is not None
             and robots.origin == origin
             and not robots.allows(url, self.cfg.robots_token)
         ):
-            state, reason, version = (
-                UrlState.BLOCKED,
-                Reason.ROBOTS_DISALLOWED.value,
-                robots.version,
-            )
+            state, reason, version = UrlState.BLOCKED, str(Reason.ROBOTS_DISALLOWED), robots.version
         cand = Candidate(
             url=url,
             discovered_url=href,

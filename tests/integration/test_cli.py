@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
 import polars as pl
+from dagster._core.instance.ref import InstanceRef
 
 from atlas_pipeline.sandbox import SandboxServer
 from tests.conftest import sandbox_config, write_config

@@ -3,6 +3,7 @@ server's own request log and the Delta tables."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -83,14 +84,14 @@ def test_no_disallowed_path_requested(crawled: dict[str, Any]) -> None:
 def test_no_two_requests_to_one_origin_closer_than_the_gap(crawled: dict[str, Any]) -> None:
     for host, entries in _by_origin(crawled["log"]).items():
         starts = [e["start"] for e in entries]
-        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
         assert len(starts) > 5
         assert min(gaps) >= GAP_S, (host, min(gaps))
 
 
 def test_one_request_at_a_time_per_origin(crawled: dict[str, Any]) -> None:
     for host, entries in _by_origin(crawled["log"]).items():
-        for a, b in zip(entries, entries[1:], strict=False):
+        for a, b in itertools.pairwise(entries):
             assert b["start"] >= a["end"], host  # max_in_flight = 1
 
 

@@ -42,7 +42,10 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 REDIRECTS = (301, 302, 303, 307, 308)
 ROBOTS_MAX_HOPS = 5
 SWEEP_EVERY_S = 1.0
-MAX_SLEEP_S = 0.5  # look at the store again at least this often (other runs change it)
+MAX_SLEEP_S = 0.5
+MAX_RETRY_AFTER_S = (
+    24 * 3600.0
+)  # a Retry-After beyond this is taken as this  # look at the store again at least this often (other runs change it)
 
 
 @dataclass
@@ -235,7 +238,7 @@ class FetchBatch:
             wait = parse_retry_after(resp.headers.get("retry-after"), now)
             if wait is None:
                 wait = backoff_s(lease.attempts, self.cfg.limits.retry_backoff_s, 3600.0, self.rng)
-            self.store.backoff_origin(lease.origin, now + min(wait, 24 * 3600.0))
+            self.store.backoff_origin(lease.origin, now + min(wait, MAX_RETRY_AFTER_S))
             reason = (
                 Reason.HTTP_THROTTLED.value if status == 429 else Reason.HTTP_SERVER_ERROR.value
             )
@@ -368,7 +371,11 @@ class FetchBatch:
             text, good = decode_robots(resp.body, self.cfg.robots.max_bytes), True
         elif status is RobotsStatus.THROTTLED:
             wait = parse_retry_after(resp.headers.get("retry-after"), now)
-            ttl = wait if wait is not None else self.cfg.robots.throttled_backoff_s
+            ttl = (
+                min(wait, MAX_RETRY_AFTER_S)
+                if wait is not None
+                else self.cfg.robots.throttled_backoff_s
+            )
             backoff_until = now + ttl
         elif status is RobotsStatus.UNREACHABLE:
             ttl = self.cfg.robots.unreachable_backoff_s

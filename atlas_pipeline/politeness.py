@@ -23,9 +23,8 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if (
-        value.isascii() and value.isdigit()
-    ):  # str.isdigit() alone accepts '²', which float() rejects
+    # delta-seconds are ASCII digits: str.isdigit() alone accepts '²', which float() rejects
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = parsedate_to_datetime(value)

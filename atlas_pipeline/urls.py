@@ -23,6 +23,8 @@ _PATH_SAFE = frozenset("".join(sorted(_UNRESERVED)) + "!$&'()*+,;=:@/%")
 _QUERY_SAFE = _PATH_SAFE | frozenset("?")
 # WHATWG URL parsing drops ASCII tab and newline anywhere in the input.
 _TAB_NL = re.compile(r"[\t\n\r]")
+# A host name after IDNA: dot-separated labels of letters, digits, '-' and '_' (no '%', '\\', ' ').
+_HOST_NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
 
 
 class BadUrl(ValueError):
@@ -30,17 +32,22 @@ class BadUrl(ValueError):
 
 
 def _pct_normalize(text: str, safe: frozenset[str]) -> str:
-    def fix(m: re.Match[str]) -> str:
-        ch = chr(int(m.group(1), 16))
-        return ch if ch in _UNRESERVED else "%" + m.group(1).upper()
-
-    text = _PCT.sub(fix, text)
-    out = []
-    for i, ch in enumerate(text):
-        if ch in safe and not (ch == "%" and not _PCT.match(text, i)):
+    # One pass, so a decoded escape can never form a new one ('%%41' -> '%25A', not '%A').
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        m = _PCT.match(text, i)
+        if m:
+            ch = chr(int(m.group(1), 16))
+            out.append(ch if ch in _UNRESERVED else "%" + m.group(1).upper())
+            i += 3
+            continue
+        ch = text[i]
+        if ch in safe and ch != "%":
             out.append(ch)
         else:
             out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+        i += 1
     return "".join(out)
 
 
@@ -71,9 +78,13 @@ def _host(raw: str) -> str:
     if host.startswith("["):
         return host
     try:
-        return host.encode("idna").decode("ascii")
+        # IDNA maps U+3002 and U+FF0E to '.', so strip a trailing root dot again afterwards
+        ascii_host = host.encode("idna").decode("ascii").rstrip(".")
     except UnicodeError:
         raise BadUrl(f"host {raw!r} is not a valid domain name") from None
+    if ":" not in ascii_host and not _HOST_NAME.fullmatch(ascii_host):  # IPv6: urlsplit checked
+        raise BadUrl(f"host {raw!r} is not a valid domain name")
+    return ascii_host
 
 
 def _is_tracking(key: str) -> bool:
@@ -84,18 +95,20 @@ def _is_tracking(key: str) -> bool:
 def _query(query: str) -> str:
     if not query:
         return ""
-    kept = [p for p in query.split("&") if p and not _is_tracking(p.split("=", 1)[0])]
-    return _pct_normalize("&".join(kept), _QUERY_SAFE)
+    # decode first, so 'utm%5Fsource' is recognised as the tracking key it spells
+    parts = [_pct_normalize(p, _QUERY_SAFE) for p in query.split("&")]
+    return "&".join(p for p in parts if p and not _is_tracking(p.split("=", 1)[0]))
 
 
 def normalize(url: str, base: str | None = None) -> str:
     """Resolve `url` against `base` (RFC 3986 section 5.2) and return its canonical spelling."""
     raw = _TAB_NL.sub("", url).strip(" \x00\x0b\x0c")
-    if base is not None:
-        raw = urljoin(base, raw)
     try:
+        if base is not None:
+            raw = urljoin(base, raw)  # raises ValueError on a malformed [host] too
         parts = urlsplit(raw)
         port = parts.port
+        raw.encode("utf-8")  # a lone surrogate cannot be percent-encoded (UnicodeEncodeError)
     except ValueError as exc:
         raise BadUrl(f"{url!r}: {exc}") from None
     scheme = parts.scheme.lower()

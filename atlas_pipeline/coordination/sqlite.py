@@ -263,7 +263,8 @@ class SqliteStore:
                 ).fetchone()[0]
                 return Drained() if leased is None else Wait(min(leased, now + _POLL_S))
             if best_ready > now:
-                return Wait(best_ready)
+                # A slot held elsewhere may free up any moment: look again soon, not at best_ready.
+                return Wait(min(best_ready, now + _POLL_S) if busy else best_ready)
             gap = float(best["min_gap_s"])
             if gap > 0:
                 gap += self.default_policy.gap_guard_s

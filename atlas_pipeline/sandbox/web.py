@@ -45,25 +45,39 @@ class RequestLog:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._entries: list[dict[str, Any]] = []
+        self._open = 0  # requests being answered: their entries are not written yet
         self._file: TextIO | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = path.open("a", encoding="utf-8")
 
-    def append(self, entry: dict[str, Any]) -> None:
-        """Record one request."""
+    def begin(self) -> None:
+        """A request arrived; its entry follows once the response is written."""
+        with self._lock:
+            self._open += 1
+
+    def append(self, entry: dict[str, Any], begun: bool = False) -> None:
+        """Record one request (`begun`: it was announced with ``begin()``)."""
         line = json.dumps(entry, separators=(",", ":"))
         with self._lock:
             self._entries.append(entry)
             if self._file is not None:
                 self._file.write(line + "\n")
                 self._file.flush()
+            if begun:
+                self._open -= 1
+                self._lock.notify_all()
 
-    def entries(self) -> list[dict[str, Any]]:
-        """A copy of the entries recorded since the last ``clear()``."""
+    def entries(self, settle_s: float = 2.0) -> list[dict[str, Any]]:
+        """A copy of the entries since the last ``clear()``.
+
+        A client can read its response before the server has logged it, so this waits
+        (up to `settle_s`) for requests still being answered to be written first.
+        """
         with self._lock:
+            self._lock.wait_for(lambda: self._open == 0, timeout=settle_s)
             return [dict(e) for e in self._entries]
 
     def clear(self) -> None:
@@ -202,6 +216,7 @@ def make_app(web: SandboxWeb, log: RequestLog) -> aio_web.Application:
 
     async def handle(request: aio_web.Request) -> aio_web.StreamResponse:
         start = time.time()
+        log.begin()
         try:
             status, headers, body = _respond(web, request)
         except Exception:
@@ -227,7 +242,8 @@ def make_app(web: SandboxWeb, log: RequestLog) -> aio_web.Application:
                     "bytes": sent,
                     "headers": {h: request.headers.get(h) for h in LOGGED_HEADERS},
                     "peer": request.remote,
-                }
+                },
+                begun=True,
             )
         return response
 

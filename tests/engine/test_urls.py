@@ -70,6 +70,15 @@ from atlas_pipeline.urls import (
         # IPv6 literal keeps its brackets; default port still dropped
         ("http://[::1]:80/", "http://[::1]/"),
         ("http://[::1]:8080/x", "http://[::1]:8080/x"),
+        # IDNA turns ideographic / fullwidth full stops into '.'; a trailing one is the root dot
+        ("http://example\u3002test\u3002/a", "http://example.test/a"),
+        ("http://b\u00fccher\uff0eexample\uff0e/a", "http://xn--bcher-kva.example/a"),
+        # a decoded escape never forms a new escape: '%%41' is a bare '%' then 'A'
+        ("http://example.test/a%%41b", "http://example.test/a%25Ab"),
+        ("http://example.test/a?q=%%2e", "http://example.test/a?q=%25."),
+        # tracking keys are recognised after decoding
+        ("http://example.test/a?utm%5Fsource=x&id=1", "http://example.test/a?id=1"),
+        ("http://example.test/a?%67clid=x&id=1", "http://example.test/a?id=1"),
         # whitespace the WHATWG parser drops
         ("  http://example.test/a\n", "http://example.test/a"),
         ("http://exam\tple.test/a", "http://example.test/a"),
@@ -97,8 +106,20 @@ def test_relative_links_resolve_against_base(href: str, base: str, expected: str
     assert normalize(href, base) == expected
 
 
-def test_normalize_is_idempotent() -> None:
-    once = normalize("HTTP://B\u00fccher.Example:80/a/./b/%7e/../c?utm_x=1&k=%2f#f")
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "HTTP://B\u00fccher.Example:80/a/./b/%7e/../c?utm_x=1&k=%2f#f",
+        "http://example.test/%%41a",
+        "http://example.test/?%%41a=%%4",
+        "http://example.test/?utm%5Fsource=1",
+        "http://example\u3002test\u3002/",
+        "http://example.test/%2e%2E/x/%2E/",
+        "http://example.test/a b/\u00e9?q=a b&r=\u00e9",
+    ],
+)
+def test_normalize_is_idempotent(raw: str) -> None:
+    once = normalize(raw)
     assert normalize(once) == once
 
 
@@ -117,11 +138,28 @@ def test_normalize_is_idempotent() -> None:
         "http://example.test:99999/",
         "http://example.test:abc/",
         "http://example.test:-1/",
+        "http://[::1/",
+        "http://exa mple.test/",  # not a host name
+        "http://exa%41mple.test/",
+        "http://a\\b.test/",
+        "http://\u3002/",  # only a root dot
+        "http://a..b.test/",
+        "http://example.test/\ud800",  # lone surrogate: cannot be percent-encoded
     ],
 )
 def test_uncrawlable_urls_are_bad(raw: str) -> None:
     with pytest.raises(BadUrl):
         normalize(raw)
+
+
+@pytest.mark.parametrize(
+    "href", ["http://[::1", "//[x", "//[not-an-ip]/", "x", "https://[a.test]/", "\ud800"]
+)
+def test_malformed_links_against_a_base_are_bad_urls(href: str) -> None:
+    # A page can contain any href: it must come back as BadUrl, never a bare ValueError.
+    base = "http://[oops/" if href == "x" else "http://example.test/a/"
+    with pytest.raises(BadUrl):
+        normalize(href, base)
 
 
 def test_bad_url_is_a_value_error() -> None:

@@ -1,0 +1,99 @@
+"""The content-addressed body store: sha256 keys, gzip on disk, idempotent put, extraction cache."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from atlas_pipeline.bodies import BodyStore, digest
+
+BODY = b"<html><body><p>chip supply</p></body></html>"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> BodyStore:
+    return BodyStore(tmp_path / "bodies")
+
+
+def files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def test_key_is_the_sha256_of_the_raw_bytes(store: BodyStore) -> None:
+    key = store.put(BODY)
+    assert key == hashlib.sha256(BODY).hexdigest() == digest(BODY)
+
+
+@pytest.mark.parametrize("body", [BODY, b"", bytes(range(256)) * 100])
+def test_get_round_trips(store: BodyStore, body: bytes) -> None:
+    key = store.put(body)
+    assert store.has(key)
+    assert store.get(key) == body
+
+
+def test_stored_file_is_gzip_under_a_fanned_out_path(store: BodyStore) -> None:
+    key = store.put(BODY)
+    path = store.root / key[:2] / key[2:4] / f"{key}.gz"
+    assert gzip.decompress(path.read_bytes()) == BODY
+    assert store.uri(key) == path.as_uri()
+
+
+def test_put_is_idempotent(store: BodyStore) -> None:
+    key = store.put(BODY)
+    [path] = files(store.root)
+    before = (path.read_bytes(), path.stat().st_mtime_ns, path.stat().st_ino)
+    assert store.put(BODY) == key
+    assert files(store.root) == [path]  # no second file, no temp files left behind
+    assert (path.read_bytes(), path.stat().st_mtime_ns, path.stat().st_ino) == before
+
+
+def test_gzip_output_is_deterministic(tmp_path: Path) -> None:
+    a, b = BodyStore(tmp_path / "a"), BodyStore(tmp_path / "b")
+    key = a.put(BODY)
+    b.put(BODY)
+    rel = Path(key[:2]) / key[2:4] / f"{key}.gz"
+    assert (a.root / rel).read_bytes() == (b.root / rel).read_bytes()
+
+
+def test_different_bytes_get_different_keys(store: BodyStore) -> None:
+    k1, k2 = store.put(BODY), store.put(BODY + b" ")
+    assert k1 != k2
+    assert store.get(k1) == BODY
+    assert store.get(k2) == BODY + b" "
+
+
+def test_missing_key(store: BodyStore) -> None:
+    key = digest(b"never stored")
+    assert not store.has(key)
+    with pytest.raises(FileNotFoundError):
+        store.get(key)
+
+
+def test_extraction_cache_round_trips_by_version(store: BodyStore) -> None:
+    key = store.put(BODY)
+    result = {"title": "Chip supply \u2014 \u00e9t\u00e9", "text": "chip supply", "links": [1, 2]}
+    assert store.get_extraction(key, "trafilatura/v1") is None
+    store.put_extraction(key, "trafilatura/v1", result)
+    assert store.get_extraction(key, "trafilatura/v1") == result
+    # another extraction version is a cache miss, and does not clobber the first
+    assert store.get_extraction(key, "trafilatura/v2") is None
+    store.put_extraction(key, "trafilatura/v2", {"text": "v2"})
+    assert store.get_extraction(key, "trafilatura/v1") == result
+    assert store.get_extraction(key, "trafilatura/v2") == {"text": "v2"}
+
+
+def test_extraction_cache_is_per_body(store: BodyStore) -> None:
+    k1, k2 = store.put(b"one"), store.put(b"two")
+    store.put_extraction(k1, "v1", {"text": "one"})
+    assert store.get_extraction(k2, "v1") is None
+
+
+def test_put_extraction_overwrites(store: BodyStore) -> None:
+    key = store.put(BODY)
+    store.put_extraction(key, "v1", {"text": "old"})
+    store.put_extraction(key, "v1", {"text": "new"})
+    assert store.get_extraction(key, "v1") == {"text": "new"}
+    assert not [p for p in files(store.root) if p.name.startswith(".tmp-")]

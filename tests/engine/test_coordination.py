@@ -1,0 +1,736 @@
+"""The SQLite coordination store (seed 000 ch. 7 and 9): discovery, frontier, origin buckets,
+robots before pages, leases, fencing and sweeping. Time is passed in explicitly, never slept."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from atlas_pipeline.coordination import (
+    Candidate,
+    CoordinationStore,
+    Drained,
+    Lease,
+    OriginPolicy,
+    Outcome,
+    RobotsTask,
+    SqliteStore,
+    UrlState,
+    Wait,
+    open_store,
+)
+from atlas_pipeline.coordination.schema import LATEST, MIGRATIONS
+from atlas_pipeline.errors import CoordinationError
+from atlas_pipeline.urls import origin_of
+
+TOKEN = "AtlasBot"
+CYCLE = "c1"
+SHARD = 0
+T0 = 1_000_000.0
+LEASE_S = 60.0
+TTL = 86_400.0
+NEWS = "https://news-a.example.test:443"
+DOCS = "https://docs-b.example.test:443"
+
+
+def cand(url: str, priority: float = 1.0, depth: int = 0) -> Candidate:
+    return Candidate(
+        url=url,
+        discovered_url=url,
+        origin=origin_of(url),
+        shard=SHARD,
+        depth=depth,
+        priority=priority,
+    )
+
+
+def outcome(status: int = 200, reason: str = "fetched", due_at: float = T0 + TTL) -> Outcome:
+    return Outcome(
+        state=UrlState.FETCHED,
+        reason=reason,
+        due_at=due_at,
+        status=status,
+        record={"fetch_id": f"f-{status}-{reason}-{due_at}"},
+    )
+
+
+def make_store(tmp_path: Path, gap: float = 5.0, max_in_flight: int = 1, budget: int = 100):
+    return open_store(
+        f"sqlite:///{tmp_path / 'coord.db'}", OriginPolicy(gap, max_in_flight), budget
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    s = make_store(tmp_path)
+    assert isinstance(s, SqliteStore)
+    yield s
+    s.close()
+
+
+def claim(store: CoordinationStore, now: float, lease_s: float = LEASE_S):
+    return store.claim(CYCLE, SHARD, now, TOKEN, lease_s)
+
+
+def rows_by_url(store: CoordinationStore) -> dict[str, dict]:
+    return {r["url"]: r for r in store.url_rows(SHARD)}
+
+
+def put_robots(
+    store: CoordinationStore,
+    task: RobotsTask,
+    now: float,
+    text: str = "User-agent: *\nDisallow:\n",
+    status: str = "parsed",
+    ttl_s: float = TTL,
+):
+    return store.put_robots(task, status, text, now, ttl_s, backoff_until=0.0, good=True)
+
+
+def ready_origin(
+    store: CoordinationStore, urls: list[str], now: float = T0, text: str | None = None
+) -> float:
+    """Discover `urls` (one origin) into CYCLE, serve its robots task; return when a page may go."""
+    store.discover([cand(u) for u in urls], CYCLE)
+    task = claim(store, now)
+    assert isinstance(task, RobotsTask)
+    put_robots(store, task, now, **({} if text is None else {"text": text}))
+    return now + 5.0  # the robots fetch took the origin's first gap
+
+
+# discovery -----------------------------------------------------------------------------
+
+
+def test_discover_is_insert_if_absent(store: SqliteStore) -> None:
+    url = "https://news-a.example.test/a"
+    assert store.discover([cand(url)], CYCLE) == ["admitted"]
+    other = Candidate(url, "HTTPS://NEWS-A.example.test/a", origin_of(url), SHARD, 3, 9.0)
+    assert store.discover([other], CYCLE) == ["already_known"]
+    rows = store.url_rows(SHARD)
+    assert len(rows) == 1
+    assert rows[0]["discovered_url"] == url  # the first spelling stays
+    assert rows[0]["depth"] == 0
+
+
+def test_discover_without_cycle_leaves_url_discovered(store: SqliteStore) -> None:
+    assert store.discover([cand("https://news-a.example.test/a")], None) == ["admitted"]
+    row = store.url_rows(SHARD)[0]
+    assert row["state"] == "discovered"
+    assert row["cycle"] is None
+
+
+def test_discover_respects_the_per_origin_cycle_budget(tmp_path: Path) -> None:
+    store = make_store(tmp_path, budget=2)
+    news = [cand(f"https://news-a.example.test/{i}") for i in range(3)]
+    assert store.discover(news[:1], CYCLE) == ["admitted"]
+    assert store.discover([*news[1:], cand("https://docs-b.example.test/x")], CYCLE) == [
+        "admitted",
+        "origin_budget_exhausted",
+        "admitted",  # another origin has its own budget
+    ]
+    rows = rows_by_url(store)
+    over = rows["https://news-a.example.test/2"]
+    assert over["state"] == "discovered"
+    assert over["cycle"] is None
+    assert rows["https://news-a.example.test/1"]["cycle"] == CYCLE
+    # the next cycle's budget is fresh
+    assert store.discover([cand("https://news-a.example.test/3")], "c2") == ["admitted"]
+
+
+def test_blocked_candidate_keeps_its_state_and_reason(store: SqliteStore) -> None:
+    c = Candidate(
+        "https://news-a.example.test/x",
+        "https://news-a.example.test/x",
+        NEWS,
+        SHARD,
+        1,
+        1.0,
+        state=UrlState.BLOCKED,
+        reason="robots_disallowed",
+        robots_version=4,
+    )
+    assert store.discover([c], CYCLE) == ["robots_disallowed"]
+    row = store.url_rows(SHARD)[0]
+    assert (row["state"], row["reason"], row["robots_version"]) == (
+        "blocked",
+        "robots_disallowed",
+        4,
+    )
+    assert isinstance(claim(store, T0), Drained)
+
+
+# frontier ------------------------------------------------------------------------------
+
+
+def test_select_frontier_queues_due_urls_and_is_idempotent(tmp_path: Path) -> None:
+    store = make_store(tmp_path, budget=2)
+    store.discover([cand(f"https://news-a.example.test/{i}") for i in range(3)], None)
+    store.discover([cand("https://docs-b.example.test/x")], None)
+    first = store.select_frontier(CYCLE, SHARD, T0)
+    assert sorted(r["url"] for r in first) == [
+        "https://docs-b.example.test/x",
+        "https://news-a.example.test/0",
+        "https://news-a.example.test/1",
+    ]
+    assert {(r["state"], r["reason"]) for r in first} == {("eligible", "admitted")}
+    again = store.select_frontier(CYCLE, SHARD, T0 + 1)
+    assert again == first
+    assert rows_by_url(store)["https://news-a.example.test/2"]["state"] == "discovered"
+    # other shards are untouched
+    assert store.select_frontier(CYCLE, 1, T0) == []
+
+
+def test_select_frontier_requeues_fetched_urls_only_when_due(store: SqliteStore) -> None:
+    urls = ["https://news-a.example.test/old", "https://news-a.example.test/fresh"]
+    now = ready_origin(store, urls)
+    for due in (T0 + 100, T0 + 10_000):
+        lease = claim(store, now)
+        assert isinstance(lease, Lease)
+        assert store.commit(lease, outcome(due_at=due), CYCLE, now)
+        now += 5
+    nxt = store.select_frontier("c2", SHARD, T0 + 500)
+    assert [(r["url"], r["reason"]) for r in nxt] == [(urls[0], "revisit_due")]
+
+
+# claims, robots first, the origin clock ------------------------------------------------
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 3])
+def test_first_claim_of_an_origin_is_its_robots_task(tmp_path: Path, max_in_flight: int) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=max_in_flight)
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    task = claim(store, T0)
+    assert isinstance(task, RobotsTask)
+    assert task.origin == NEWS
+    assert task.expires_at == T0 + LEASE_S
+    # while the robots fetch runs, no page of that origin is handed out (however many slots)
+    assert isinstance(claim(store, T0 + 1), Wait)
+    assert isinstance(claim(store, T0 + 59), Wait)
+    assert store.robots(NEWS) is None
+    rec = put_robots(store, task, T0 + 2)
+    assert rec.version == 1
+    assert rec.status == "parsed"
+    lease = claim(store, T0 + 2)
+    assert isinstance(lease, Lease)
+    assert lease.url == "https://news-a.example.test/a"
+    assert lease.robots_version == 1
+
+
+def test_robots_is_fetched_again_after_it_expires(store: SqliteStore) -> None:
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    task = claim(store, T0)
+    assert isinstance(task, RobotsTask)
+    put_robots(store, task, T0, ttl_s=50.0)
+    lease = claim(store, T0 + 49)
+    assert isinstance(lease, Lease)
+    store.commit(lease, outcome(), CYCLE, T0 + 50)
+    store.discover([cand("https://news-a.example.test/b")], CYCLE)
+    assert isinstance(claim(store, T0 + 60, lease_s=1.0), RobotsTask)
+
+
+def test_an_abandoned_robots_task_is_handed_out_again_after_its_lease(store: SqliteStore) -> None:
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    first = claim(store, T0, lease_s=10.0)
+    assert isinstance(first, RobotsTask)
+    assert isinstance(claim(store, T0 + 9), Wait)
+    second = claim(store, T0 + 10, lease_s=10.0)
+    assert isinstance(second, RobotsTask)
+    assert second.lease_id != first.lease_id
+    with pytest.raises(CoordinationError):
+        put_robots(store, first, T0 + 11)  # the late worker lost its task
+    assert put_robots(store, second, T0 + 11).version == 1
+
+
+def test_put_robots_with_a_stale_task_is_refused(store: SqliteStore) -> None:
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    task = claim(store, T0)
+    assert isinstance(task, RobotsTask)
+    put_robots(store, task, T0)
+    with pytest.raises(CoordinationError, match="no longer current"):
+        put_robots(store, task, T0 + 1)
+
+
+def test_claim_advances_the_origin_clock_by_the_gap(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=5.0, max_in_flight=4)
+    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(3)])
+    first = claim(store, now)
+    assert isinstance(first, Lease)
+    half = claim(store, now + 2.5)
+    assert half == Wait(now + 5.0)
+    second = claim(store, now + 5.0)
+    assert isinstance(second, Lease)
+    assert second.url != first.url
+    assert claim(store, now + 9.99) == Wait(now + 10.0)
+
+
+def test_robots_fetch_takes_the_first_gap(store: SqliteStore) -> None:
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    task = claim(store, T0)
+    assert isinstance(task, RobotsTask)
+    put_robots(store, task, T0 + 0.1)
+    assert claim(store, T0 + 1) == Wait(T0 + 5.0)
+
+
+def test_max_in_flight_is_respected_until_the_slot_is_freed(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=1)
+    now = ready_origin(store, ["https://news-a.example.test/a", "https://news-a.example.test/b"])
+    first = claim(store, now)
+    assert isinstance(first, Lease)
+    held = claim(store, now + 1)
+    assert isinstance(held, Wait)
+    assert held.until <= now + 1 + 1.0  # poll soon: the slot could be freed any moment
+    store.finish_request(first.url, first.fence)
+    second = claim(store, now + 1)
+    assert isinstance(second, Lease)
+    assert second.url != first.url
+
+
+def test_two_slots_allow_two_requests_in_flight(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=2)
+    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(3)])
+    assert isinstance(claim(store, now), Lease)
+    assert isinstance(claim(store, now), Lease)
+    assert isinstance(claim(store, now), Wait)
+
+
+def test_finish_request_with_a_stale_fence_does_not_free_the_slot(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=1)
+    now = ready_origin(store, ["https://news-a.example.test/a", "https://news-a.example.test/b"])
+    first = claim(store, now)
+    assert isinstance(first, Lease)
+    store.finish_request(first.url, first.fence - 1)
+    assert isinstance(claim(store, now), Wait)
+
+
+@pytest.mark.parametrize("delayed", [NEWS, DOCS])
+def test_the_origin_with_the_earliest_clock_is_chosen(tmp_path: Path, delayed: str) -> None:
+    store = make_store(tmp_path, gap=5.0, max_in_flight=1)
+    store.discover(
+        [cand("https://news-a.example.test/a"), cand("https://docs-b.example.test/a")], CYCLE
+    )
+    for _ in range(2):
+        task = claim(store, T0)
+        assert isinstance(task, RobotsTask)
+        put_robots(store, task, T0)
+    store.backoff_origin(delayed, T0 + 20)
+    other = DOCS if delayed == NEWS else NEWS
+    # both clocks are in the future: wait for the earlier one
+    assert claim(store, T0 + 1) == Wait(T0 + 5.0)
+    lease = claim(store, T0 + 30)  # both eligible now; the earlier clock goes first
+    assert isinstance(lease, Lease)
+    assert lease.origin == other
+    lease2 = claim(store, T0 + 30)
+    assert isinstance(lease2, Lease)
+    assert lease2.origin == delayed
+
+
+def test_higher_priority_url_is_claimed_first(store: SqliteStore) -> None:
+    store.discover(
+        [
+            cand("https://news-a.example.test/low", priority=0.1),
+            cand("https://news-a.example.test/high", priority=0.9),
+        ],
+        CYCLE,
+    )
+    task = claim(store, T0)
+    assert isinstance(task, RobotsTask)
+    put_robots(store, task, T0)
+    lease = claim(store, T0 + 5)
+    assert isinstance(lease, Lease)
+    assert lease.url == "https://news-a.example.test/high"
+
+
+def test_robots_disallowed_url_is_blocked_at_claim(store: SqliteStore) -> None:
+    text = "User-agent: *\nDisallow: /account/\n"
+    private, public = "https://news-a.example.test/account/orders", "https://news-a.example.test/p"
+    store.discover([cand(private, priority=0.9), cand(public, priority=0.1)], CYCLE)
+    task = claim(store, T0)
+    assert isinstance(task, RobotsTask)
+    version = put_robots(store, task, T0, text=text).version
+    lease = claim(store, T0 + 5)
+    assert isinstance(lease, Lease)
+    assert lease.url == public
+    row = rows_by_url(store)[private]
+    assert row["state"] == "blocked"
+    assert row["reason"] == "robots_disallowed"
+    assert row["robots_version"] == version
+    assert row["attempts"] == 0
+    assert row["fence"] == 0
+
+
+def test_origin_with_only_blocked_urls_drains(store: SqliteStore) -> None:
+    ready = ready_origin(
+        store, ["https://news-a.example.test/x"], text="User-agent: *\nDisallow: /\n"
+    )
+    first = claim(store, ready)
+    assert isinstance(first, Wait)  # looked, blocked everything, nothing leased
+    assert isinstance(claim(store, ready), Drained)
+    assert rows_by_url(store)["https://news-a.example.test/x"]["state"] == "blocked"
+
+
+def test_lease_carries_robots_version_in_force(store: SqliteStore) -> None:
+    store.discover(
+        [cand("https://news-a.example.test/a"), cand("https://news-a.example.test/b")], CYCLE
+    )
+    task = claim(store, T0)
+    assert isinstance(task, RobotsTask)
+    put_robots(store, task, T0, ttl_s=10.0)
+    first = claim(store, T0 + 5)
+    assert isinstance(first, Lease)
+    assert first.robots_version == 1
+    store.commit(first, outcome(), CYCLE, T0 + 6)
+    task = claim(store, T0 + 20)
+    assert isinstance(task, RobotsTask)
+    # the rules changed while /b was queued: the pre-fetch recheck blocks it
+    rec = put_robots(store, task, T0 + 20, text="User-agent: *\nDisallow: /b\n")
+    assert rec.version == 2
+    assert isinstance(claim(store, T0 + 30), Wait)
+    row = rows_by_url(store)["https://news-a.example.test/b"]
+    assert (row["state"], row["robots_version"]) == ("blocked", 2)
+
+
+# robots versions ---------------------------------------------------------------------
+
+
+def test_robots_version_grows_only_when_the_text_changes(store: SqliteStore) -> None:
+    store.discover([cand(f"https://news-a.example.test/{i}") for i in range(5)], CYCLE)
+    texts = [
+        "User-agent: *\nDisallow: /x\n",
+        "User-agent: *\nDisallow: /x\n",  # same: same version
+        "User-agent: *\nDisallow: /y\n",  # changed: +1
+        "User-agent: *\nDisallow: /y\n",
+    ]
+    versions = []
+    now = T0
+    for text in texts:
+        task = claim(store, now, lease_s=1.0)
+        assert isinstance(task, RobotsTask), task
+        versions.append(put_robots(store, task, now, text=text, ttl_s=1.0).version)
+        rec = store.robots(NEWS)
+        assert rec is not None
+        assert (rec.version, rec.text) == (versions[-1], text)
+        now += 10
+    assert versions == [1, 1, 2, 2]
+
+
+def test_robots_version_grows_when_only_the_status_changes(store: SqliteStore) -> None:
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    task = claim(store, T0, lease_s=1.0)
+    assert isinstance(task, RobotsTask)
+    assert put_robots(store, task, T0, text="", status="unavailable", ttl_s=1.0).version == 1
+    task = claim(store, T0 + 10, lease_s=1.0)
+    assert isinstance(task, RobotsTask)
+    assert put_robots(store, task, T0 + 10, text="", status="unreachable", ttl_s=1.0).version == 2
+
+
+def test_robots_good_at_tracks_only_good_fetches(store: SqliteStore) -> None:
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    assert store.robots_good_at(NEWS) is None
+    task = claim(store, T0, lease_s=1.0)
+    assert isinstance(task, RobotsTask)
+    store.put_robots(task, "parsed", "", T0, 1.0, 0.0, good=True)
+    task = claim(store, T0 + 10, lease_s=1.0)
+    assert isinstance(task, RobotsTask)
+    store.put_robots(task, "unreachable", "", T0 + 10, 1.0, 0.0, good=False)
+    assert store.robots_good_at(NEWS) == T0
+
+
+def test_put_robots_sets_gap_and_backoff(store: SqliteStore) -> None:
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    task = claim(store, T0)
+    assert isinstance(task, RobotsTask)
+    store.put_robots(task, "parsed", "", T0, TTL, backoff_until=T0 + 100, min_gap_s=30.0)
+    assert claim(store, T0 + 50) == Wait(T0 + 100)
+    first = claim(store, T0 + 100)
+    assert isinstance(first, Lease)
+    store.finish_request(first.url, first.fence)
+    store.discover([cand("https://news-a.example.test/b")], CYCLE)
+    assert claim(store, T0 + 110) == Wait(T0 + 130)  # the new (Crawl-delay) gap
+
+
+# fencing, commits and the sweeper --------------------------------------------------------
+
+
+def test_commit_with_the_current_fence_succeeds(store: SqliteStore) -> None:
+    now = ready_origin(store, ["https://news-a.example.test/a"])
+    lease = claim(store, now)
+    assert isinstance(lease, Lease)
+    assert (lease.fence, lease.attempts) == (1, 1)
+    assert store.commit(lease, outcome(status=200), CYCLE, now + 1)
+    row = rows_by_url(store)[lease.url]
+    assert (row["state"], row["last_status"], row["fence"]) == ("fetched", 200, 1)
+    assert [r["record"]["fetch_id"] for r in store.fetch_records(CYCLE, SHARD)] == [
+        outcome(status=200).record["fetch_id"]
+    ]
+    assert store.stale_attempts() == []
+    assert isinstance(claim(store, now + 100), Drained)
+
+
+def _expired_and_reclaimed(store: SqliteStore) -> tuple[Lease, Lease, float]:
+    now = ready_origin(store, ["https://news-a.example.test/a"])
+    old = claim(store, now, lease_s=10.0)
+    assert isinstance(old, Lease)
+    assert store.sweep(now + 10.0) == 1
+    new = claim(store, now + 10.0)
+    assert isinstance(new, Lease)
+    assert new.url == old.url
+    return old, new, now + 10.0
+
+
+@pytest.mark.parametrize("newer_commits_first", [True, False])
+def test_stale_fence_commit_is_rejected(store: SqliteStore, newer_commits_first: bool) -> None:
+    old, new, now = _expired_and_reclaimed(store)
+    assert new.fence == old.fence + 1
+    assert new.attempts == 2  # the sweep kept the first attempt
+    stale = outcome(status=500, reason="http_5xx", due_at=now + 60)
+    fresh = outcome(status=200, reason="fetched", due_at=now + TTL)
+    if newer_commits_first:
+        assert store.commit(new, fresh, CYCLE, now + 1) is True
+        assert store.commit(old, stale, CYCLE, now + 2) is False
+    else:
+        assert store.commit(old, stale, CYCLE, now + 1) is False
+        assert store.commit(new, fresh, CYCLE, now + 2) is True
+    row = rows_by_url(store)[new.url]
+    assert (row["state"], row["reason"], row["last_status"]) == ("fetched", "fetched", 200)
+    assert row["due_at"] == now + TTL
+    assert row["fence"] == new.fence
+    stale_rows = store.stale_attempts()
+    assert [(r["url"], r["fence"], r["cycle"]) for r in stale_rows] == [(old.url, old.fence, CYCLE)]
+    recorded = [r["record"]["fetch_id"] for r in store.fetch_records(CYCLE, SHARD)]
+    assert recorded == [fresh.record["fetch_id"]]
+
+
+def test_double_commit_of_the_same_lease_is_stale(store: SqliteStore) -> None:
+    now = ready_origin(store, ["https://news-a.example.test/a"])
+    lease = claim(store, now)
+    assert isinstance(lease, Lease)
+    assert store.commit(lease, outcome(status=200), CYCLE, now + 1)
+    assert not store.commit(lease, outcome(status=503, reason="x"), CYCLE, now + 2)
+    assert rows_by_url(store)[lease.url]["last_status"] == 200
+
+
+def test_sweep_returns_only_expired_leases_and_keeps_attempts(store: SqliteStore) -> None:
+    now = ready_origin(store, ["https://news-a.example.test/a"])
+    lease = claim(store, now, lease_s=10.0)
+    assert isinstance(lease, Lease)
+    assert store.sweep(now + 9.9) == 0
+    assert rows_by_url(store)[lease.url]["state"] == "leased"
+    assert store.sweep(now + 10.0) == 1
+    row = rows_by_url(store)[lease.url]
+    assert (row["state"], row["reason"], row["attempts"]) == ("eligible", "lease_expired", 1)
+    assert store.sweep(now + 20) == 0
+
+
+def test_expired_lease_frees_its_slot_even_before_a_sweep(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=1)
+    now = ready_origin(store, ["https://news-a.example.test/a", "https://news-a.example.test/b"])
+    first = claim(store, now, lease_s=10.0)
+    assert isinstance(first, Lease)
+    assert isinstance(claim(store, now + 5), Wait)
+    second = claim(store, now + 10)
+    assert isinstance(second, Lease)
+    assert second.url != first.url
+
+
+def test_leased_url_makes_claim_wait_not_drain(store: SqliteStore) -> None:
+    now = ready_origin(store, ["https://news-a.example.test/a"])
+    lease = claim(store, now, lease_s=10.0)
+    assert isinstance(lease, Lease)
+    store.finish_request(lease.url, lease.fence)
+    waiting = claim(store, now + 1)
+    assert isinstance(waiting, Wait)
+    assert waiting.until <= lease.expires_at
+
+
+def test_failed_retryable_url_is_claimed_again_when_due(store: SqliteStore) -> None:
+    now = ready_origin(store, ["https://news-a.example.test/a"])
+    lease = claim(store, now)
+    assert isinstance(lease, Lease)
+    retry = Outcome(UrlState.FAILED_RETRYABLE, "http_5xx", now + 100, 503, record={"fetch_id": "r"})
+    assert store.commit(lease, retry, CYCLE, now)
+    assert claim(store, now + 50) == Wait(now + 100)
+    again = claim(store, now + 100)
+    assert isinstance(again, Lease)
+    assert (again.url, again.attempts, again.fence) == (lease.url, 2, 2)
+
+
+def test_commit_discovers_links(store: SqliteStore) -> None:
+    now = ready_origin(store, ["https://news-a.example.test/a"])
+    lease = claim(store, now)
+    assert isinstance(lease, Lease)
+    links = [
+        (
+            {"url": "https://news-a.example.test/b", "reason": "?"},
+            cand("https://news-a.example.test/b", depth=1),
+        ),
+        (
+            {"url": "https://news-a.example.test/a", "reason": "?"},
+            cand("https://news-a.example.test/a", depth=1),
+        ),
+        ({"url": "mailto:x@y", "reason": "scheme_not_allowed"}, None),
+    ]
+    res = Outcome(
+        UrlState.FETCHED, "fetched", now + TTL, 200, record={"fetch_id": "f"}, links=links
+    )
+    assert store.commit(lease, res, CYCLE, now + 1)
+    [rec] = store.fetch_records(CYCLE, SHARD)
+    assert [r["reason"] for r in rec["links"]] == [
+        "admitted",
+        "already_known",
+        "scheme_not_allowed",
+    ]
+    assert rows_by_url(store)["https://news-a.example.test/b"]["state"] == "eligible"
+
+
+def test_backoff_defers_claims_until_it_ends(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=5.0, max_in_flight=2)
+    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(2)])
+    store.backoff_origin(NEWS, now + 60)
+    assert claim(store, now) == Wait(now + 60)
+    assert claim(store, now + 59.9) == Wait(now + 60)
+    assert isinstance(claim(store, now + 60), Lease)
+    # an earlier backoff never shortens a later one
+    store.backoff_origin(NEWS, now + 200)
+    store.backoff_origin(NEWS, now + 100)
+    assert claim(store, now + 150) == Wait(now + 200)
+
+
+def test_drained_when_nothing_is_left(store: SqliteStore) -> None:
+    assert isinstance(claim(store, T0), Drained)
+    now = ready_origin(store, ["https://news-a.example.test/a"])
+    lease = claim(store, now)
+    assert isinstance(lease, Lease)
+    store.commit(lease, outcome(), CYCLE, now)
+    assert isinstance(claim(store, now + 1000), Drained)
+    # another cycle or shard has nothing either
+    assert isinstance(store.claim("c9", SHARD, now, TOKEN, LEASE_S), Drained)
+    assert isinstance(store.claim(CYCLE, 3, now, TOKEN, LEASE_S), Drained)
+
+
+def test_defer_remaining_relabels_only_open_urls(store: SqliteStore) -> None:
+    now = ready_origin(store, ["https://news-a.example.test/a", "https://news-a.example.test/b"])
+    lease = claim(store, now)
+    assert isinstance(lease, Lease)
+    store.commit(lease, outcome(), CYCLE, now)
+    assert store.defer_remaining(CYCLE, SHARD, "deferred_origin_backoff") == 1
+    rows = {r["url"]: r["reason"] for r in store.frontier_rows(CYCLE, SHARD)}
+    assert rows == {
+        lease.url: "fetched",
+        "https://news-a.example.test/b": "deferred_origin_backoff",
+    }
+
+
+# opening, migrations, concurrency ---------------------------------------------------------
+
+
+def test_unopenable_path_raises_a_one_line_coordination_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    url = f"sqlite:///{blocker}/sub/coord.db"
+    with pytest.raises(CoordinationError) as info:
+        open_store(url, OriginPolicy(1.0, 1), 10)
+    msg = str(info.value)
+    assert url in msg
+    assert "\n" not in msg
+    assert info.value.__cause__ is None
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:relative.db", "mysql://x/y", "coord.db"])
+def test_malformed_coordination_url(url: str) -> None:
+    with pytest.raises(CoordinationError) as info:
+        open_store(url, OriginPolicy(1.0, 1), 10)
+    assert repr(url) in str(info.value)
+
+
+def test_migrations_are_recorded_once(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    assert isinstance(store, SqliteStore)
+    assert store.schema_version() == LATEST
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    store.close()
+    db = tmp_path / "coord.db"
+    with sqlite3.connect(db) as conn:
+        before = conn.execute("SELECT version, applied_at FROM schema_migrations").fetchall()
+    assert [v for v, _ in before] == [v for v, _ in MIGRATIONS]
+    reopened = make_store(tmp_path)
+    assert isinstance(reopened, SqliteStore)
+    assert reopened.schema_version() == LATEST
+    assert len(reopened.url_rows(SHARD)) == 1  # data survives a reopen
+    reopened.close()
+    with sqlite3.connect(db) as conn:
+        after = conn.execute("SELECT version, applied_at FROM schema_migrations").fetchall()
+    assert after == before
+
+
+def test_state_is_shared_between_store_instances(tmp_path: Path) -> None:
+    a = make_store(tmp_path)
+    b = make_store(tmp_path)
+    now = ready_origin(a, ["https://news-a.example.test/a", "https://news-a.example.test/b"])
+    lease = claim(b, now)
+    assert isinstance(lease, Lease)
+    assert isinstance(claim(a, now), Wait)  # b's claim advanced the shared clock
+    assert a.commit(lease, outcome(), CYCLE, now)
+    assert rows_by_url(b)[lease.url]["state"] == "fetched"
+
+
+@pytest.mark.parametrize("workers", [2, 8])
+def test_concurrent_claims_on_one_origin_grant_exactly_one_lease(
+    tmp_path: Path, workers: int
+) -> None:
+    # gap > 0 and several slots, so only the atomic clock advance can stop a second lease
+    setup = make_store(tmp_path, gap=5.0, max_in_flight=workers)
+    now = ready_origin(setup, [f"https://news-a.example.test/{i}" for i in range(workers)])
+    setup.close()
+    stores = [make_store(tmp_path, gap=5.0, max_in_flight=workers) for _ in range(workers)]
+    barrier = threading.Barrier(workers)
+    results: list[object] = [None] * workers
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            results[i] = claim(stores[i], now)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            stores[i].close()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors
+    leases = [r for r in results if isinstance(r, Lease)]
+    waits = [r for r in results if isinstance(r, Wait)]
+    assert len(leases) == 1
+    assert waits == [Wait(now + 5.0)] * (workers - 1)
+
+
+def test_gap_guard_is_added_to_non_zero_gaps_only(tmp_path: Path) -> None:
+    guarded = open_store(f"sqlite:///{tmp_path / 'g.db'}", OriginPolicy(5.0, 4, 0.25), 100)
+    now = ready_origin(guarded, [f"https://news-a.example.test/{i}" for i in range(3)])
+    assert claim(guarded, now) == Wait(now + 0.25)  # the robots claim reserved 5 + 0.25
+    lease = claim(guarded, now + 0.25)
+    assert isinstance(lease, Lease)
+    assert (lease.claimed_at, lease.gap_s) == (now + 0.25, 5.25)
+    assert claim(guarded, now + 0.25) == Wait(now + 5.5)
+    no_gap = open_store(f"sqlite:///{tmp_path / 'n.db'}", OriginPolicy(0.0, 4, 0.25), 100)
+    ready_origin(no_gap, [f"https://news-a.example.test/{i}" for i in range(2)])
+    first = claim(no_gap, T0)
+    assert isinstance(first, Lease)
+    assert first.gap_s == 0.0
+    assert isinstance(claim(no_gap, T0), Lease)
+
+
+def test_advance_origin_clock_only_moves_forward(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=5.0, max_in_flight=4)
+    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(3)])
+    store.advance_origin_clock(NEWS, now + 20)
+    assert claim(store, now) == Wait(now + 20)
+    store.advance_origin_clock(NEWS, now + 1)
+    assert claim(store, now + 10) == Wait(now + 20)

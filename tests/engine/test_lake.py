@@ -1,0 +1,143 @@
+"""The lake: Delta tables written per partition, with exact schemas and UTC timestamps."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from atlas_pipeline.errors import LakeError
+from atlas_pipeline.lake import SCHEMAS, TS, Lake, frame
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Lake:
+    return Lake(tmp_path / "lake")
+
+
+def cells(df: pl.DataFrame, *cols: str) -> list[tuple]:
+    return sorted(df.select(cols).rows())
+
+
+@pytest.mark.parametrize("table", sorted(SCHEMAS))
+def test_reading_a_missing_table_gives_an_empty_frame_with_the_schema(
+    lake: Lake, table: str
+) -> None:
+    assert not lake.exists(table)
+    df = lake.read(table)
+    assert df.height == 0
+    assert df.schema == pl.Schema(SCHEMAS[table])
+    assert df.columns[:2] == ["crawl_cycle", "origin_shard"]
+
+
+@pytest.mark.parametrize("table", ["fetches", "links", "documents", "frontier"])
+def test_written_table_reads_back_with_the_exact_schema(lake: Lake, table: str) -> None:
+    lake.write_partition(
+        table, [{"url": "https://a.test/", "unknown_column": 1}], "c1", "shard_000"
+    )
+    df = lake.read(table)
+    assert df.schema == pl.Schema(SCHEMAS[table])
+    assert "unknown_column" not in df.columns
+    assert df.height == 1
+
+
+def test_write_partition_replaces_only_its_partition(lake: Lake) -> None:
+    lake.write_partition("fetches", [{"fetch_id": "a1"}, {"fetch_id": "a2"}], "c1", "shard_000")
+    lake.write_partition("fetches", [{"fetch_id": "b1"}], "c1", "shard_001")
+    lake.write_partition("fetches", [{"fetch_id": "c1"}], "c2", "shard_000")
+    written = lake.write_partition("fetches", [{"fetch_id": "a3"}], "c1", "shard_000")
+    assert (written.table, written.rows) == ("fetches", 1)
+    assert written.uri == lake.uri("fetches")
+    assert cells(lake.read("fetches"), "crawl_cycle", "origin_shard", "fetch_id") == [
+        ("c1", "shard_000", "a3"),
+        ("c1", "shard_001", "b1"),
+        ("c2", "shard_000", "c1"),
+    ]
+
+
+def test_rewriting_a_partition_is_idempotent(lake: Lake) -> None:
+    rows = [{"fetch_id": "a", "url": "https://a.test/", "status": 200}]
+    first = lake.write_partition("fetches", rows, "c1", "shard_000")
+    second = lake.write_partition("fetches", rows, "c1", "shard_000")
+    assert second.version > first.version
+    assert cells(lake.read("fetches"), "fetch_id", "url", "status") == [
+        ("a", "https://a.test/", 200)
+    ]
+
+
+def test_an_empty_write_clears_the_partition(lake: Lake) -> None:
+    empty = lake.write_partition("links", [], "c1", "shard_000")
+    assert empty.rows == 0
+    assert lake.exists("links")
+    lake.write_partition("links", [{"href": "a"}], "c1", "shard_000")
+    lake.write_partition("links", [{"href": "b"}], "c1", "shard_001")
+    lake.write_partition("links", [], "c1", "shard_000")
+    assert lake.read("links")["href"].to_list() == ["b"]
+
+
+def test_partition_keys_override_row_values(lake: Lake) -> None:
+    lake.write_partition(
+        "fetches",
+        [{"fetch_id": "a", "crawl_cycle": "wrong", "origin_shard": "x"}],
+        "c1",
+        "shard_002",
+    )
+    assert cells(lake.read("fetches"), "crawl_cycle", "origin_shard") == [("c1", "shard_002")]
+
+
+def test_timestamps_become_utc_datetimes(lake: Lake) -> None:
+    rows = [
+        {"fetch_id": "a", "started_at": 1_700_000_000.123456},
+        {"fetch_id": "b", "started_at": 0},
+        {"fetch_id": "c", "started_at": None},
+    ]
+    lake.write_partition("fetches", rows, "c1", "shard_000")
+    df = lake.read("fetches").sort("fetch_id")
+    assert df.schema["started_at"] == TS
+    assert df["started_at"].to_list() == [
+        datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC),
+        datetime(1970, 1, 1, tzinfo=UTC),
+        None,
+    ]
+
+
+def test_frame_coerces_types_and_fills_missing_columns_with_nulls() -> None:
+    df = frame("fetches", [{"status": 200, "bytes": 10, "elapsed_s": 1}])
+    assert df.schema == pl.Schema(SCHEMAS["fetches"])
+    assert df.row(0, named=True)["status"] == 200
+    assert df.row(0, named=True)["elapsed_s"] == 1.0
+    assert df.row(0, named=True)["url"] is None
+
+
+def test_write_shard_replaces_a_urls_shard_across_cycles(lake: Lake) -> None:
+    lake.write_shard("urls", [{"url": "https://a.test/1", "due_at": 5.0}], "shard_000", "c1")
+    lake.write_shard("urls", [{"url": "https://b.test/1"}], "shard_001", "c1")
+    w = lake.write_shard(
+        "urls", [{"url": "https://a.test/2"}, {"url": "https://a.test/3"}], "shard_000", "c2"
+    )
+    assert w.rows == 2
+    df = lake.read("urls")
+    assert df.schema == pl.Schema(SCHEMAS["urls"])
+    assert cells(df, "origin_shard", "crawl_cycle", "url") == [
+        ("shard_000", "c2", "https://a.test/2"),
+        ("shard_000", "c2", "https://a.test/3"),
+        ("shard_001", "c1", "https://b.test/1"),
+    ]
+
+
+def test_urls_table_is_partitioned_by_shard_only(lake: Lake) -> None:
+    lake.write_shard("urls", [{"url": "https://a.test/"}], "shard_000", "c1")
+    lake.write_partition("fetches", [{"fetch_id": "f"}], "c1", "shard_000")
+    urls_dir = Path(lake.uri("urls"))
+    fetches_dir = Path(lake.uri("fetches"))
+    assert (urls_dir / "origin_shard=shard_000").is_dir()
+    assert not any(p.name.startswith("crawl_cycle=") for p in urls_dir.iterdir())
+    assert (fetches_dir / "crawl_cycle=c1" / "origin_shard=shard_000").is_dir()
+
+
+@pytest.mark.parametrize(("cycle", "shard"), [("c'1", "shard_000"), ("c1", "shard_0' OR '1")])
+def test_quotes_in_partition_values_are_refused(lake: Lake, cycle: str, shard: str) -> None:
+    with pytest.raises(LakeError, match="quotes"):
+        lake.write_partition("fetches", [{"fetch_id": "a"}], cycle, shard)

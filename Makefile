@@ -14,7 +14,7 @@ $(PY):
 # network to build, so a resolver that reaches for them must fail fast instead.
 $(STAMP): $(PY) requirements.lock pyproject.toml
 	$(PY) -m pip install -q --only-binary=:all: -r requirements.lock
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)

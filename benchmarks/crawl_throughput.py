@@ -81,6 +81,56 @@ def _proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy since boot (all cores; Linux /proc/stat)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class _RssSampler:
+    """Samples this process's RSS (VmRSS) in a thread: (seconds since start, MiB) points."""
+
+    def __init__(self, every_s: float = 0.5) -> None:
+        import threading
+
+        self.every_s = every_s
+        self.points: list[tuple[float, float, str]] = []
+        self.phase = "start"
+        self._stop = threading.Event()
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _rss_mib(self) -> float:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / _MIB
+        return 0.0
+
+    def mark(self, phase: str) -> None:
+        self.phase = phase
+        self.points.append((time.perf_counter() - self._t0, self._rss_mib(), phase))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.points.append((time.perf_counter() - self._t0, self._rss_mib(), self.phase))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def report(self, out: Any) -> None:
+        peak = max(self.points, key=lambda p: p[1])
+        print(f"peak sampled RSS {peak[1]:.0f} MiB at {peak[0]:.1f} s ({peak[2]})", file=out)
+        step = max(1, len(self.points) // 40)
+        for t, mib, phase in self.points[::step]:
+            print(f"  {t:7.1f} s  {mib:8.0f} MiB  {phase}", file=out)
+
+
 # ---------------------------------------------------------------------------- server
 
 
@@ -196,11 +246,12 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
             },
             base_dir=tmp,
         )
-        profiler = None
+        profiler = sampler = None
         if args.profile:
             import cProfile
 
             profiler = cProfile.Profile()
+            sampler = _RssSampler()
         start = _measure_start()
         if profiler is not None:
             profiler.enable()
@@ -208,7 +259,11 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
         requests = robots = nbytes = 0
         outcomes: dict[str, int] = {}
         for shard in range(cfg.shards):
+            if sampler is not None:
+                sampler.mark(f"plan_frontier shard {shard}")
             plan_frontier(eng, CYCLE, shard)
+            if sampler is not None:
+                sampler.mark(f"fetch_shard shard {shard}")
             res = fetch_shard(eng, CYCLE, shard)
             requests += res.stats.requests
             robots += res.stats.robots_requests
@@ -218,11 +273,17 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
         if profiler is not None:
             profiler.disable()
         out = _measure_end(start)
+        if sampler is not None:
+            sampler.mark("done")
+            sampler.stop()
         docs = eng.lake.read("documents")
         eng.close()
         if profiler is not None:
             import pstats
 
+            print("\n=== RSS of the Atlas main process over the crawl ===", file=sys.stderr)
+            assert sampler is not None
+            sampler.report(sys.stderr)
             print("\n=== cProfile of the Atlas crawl (main process only) ===", file=sys.stderr)
             for key in ("cumulative", "tottime"):
                 print(f"--- top {args.profile_top} by {key} ---", file=sys.stderr)
@@ -330,6 +391,7 @@ def spawn_contender(
     if args.profile and name == "atlas":
         cmd += ["--profile", "--profile-top", str(args.profile_top)]
     server0 = _proc_cpu_s(server_pid)
+    machine0 = _machine_busy_s()
     kids0 = _rusage_cpu(resource.RUSAGE_CHILDREN)
     wall0 = time.perf_counter()
     # stderr is inherited: warnings, tracebacks and --profile output show as they come.
@@ -337,12 +399,18 @@ def spawn_contender(
     wall = time.perf_counter() - wall0
     kids = _rusage_cpu(resource.RUSAGE_CHILDREN) - kids0
     server = _proc_cpu_s(server_pid) - server0
+    machine = _machine_busy_s() - machine0
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_TAG)]
     if proc.returncode != 0 or not lines:
         sys.stderr.write(proc.stdout)
         raise SystemExit(f"{name} run failed (exit {proc.returncode})")
     result: dict[str, Any] = json.loads(lines[-1][len(RESULT_TAG) :])
-    result.update(process_seconds=wall, process_cpu_s=kids, server_cpu_s=server)
+    # CPU that neither this contender (with its workers) nor the server used: other load on
+    # the machine (the parent itself is idle, waiting). Non-trivial values mean noisy numbers.
+    other = max(0.0, machine - kids - server)
+    result.update(
+        process_seconds=wall, process_cpu_s=kids, server_cpu_s=server, other_cpu_s=other
+    )
     return result
 
 
@@ -368,6 +436,7 @@ def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
         "process_seconds": r["process_seconds"],
         "process_cpu_s": r["process_cpu_s"],
         "server_cpu_s": r["server_cpu_s"],
+        "other_cpu_s": r["other_cpu_s"],
         "bytes": int(r["bytes"]),
         "text_chars": int(r["text_chars"]),
         "unjoined_children": r["unjoined_children"],
@@ -395,7 +464,7 @@ def print_table(report: dict[str, Any]) -> None:
     print()
     head = (
         f"{'contender':<10} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'CPU s':>8} "
-        f"{'CPU s/page':>11} {'RSS MiB':>8} {'child RSS':>10} {'srv CPU s':>10}"
+        f"{'CPU s/page':>11} {'RSS MiB':>8} {'child RSS':>10} {'srv CPU s':>10} {'other CPU s':>12}"
     )
     print(head)
     print("-" * len(head))
@@ -403,7 +472,8 @@ def print_table(report: dict[str, Any]) -> None:
         print(
             f"{row['contender']:<10} {row['pages']:>6} {row['seconds']:>8.2f} "
             f"{row['pages_per_s']:>8.1f} {row['cpu_s']:>8.2f} {row['cpu_s_per_page'] * 1000:>8.2f} ms "
-            f"{row['rss_mib']:>8.1f} {row['children_rss_mib']:>10.1f} {row['server_cpu_s']:>10.2f}"
+            f"{row['rss_mib']:>8.1f} {row['children_rss_mib']:>10.1f} {row['server_cpu_s']:>10.2f} "
+            f"{row['other_cpu_s']:>12.2f}"
         )
     print()
     ra = report["ratios"]
@@ -425,9 +495,18 @@ def print_table(report: dict[str, Any]) -> None:
         "Notes: seconds and CPU cover the crawl only (Atlas: Engine.from_config .. last "
         "fetch_shard incl. lake writes; baseline: pool start .. pool joined); CPU = process + "
         "its joined extraction workers; 'child RSS' = largest worker; 'srv CPU s' = sandbox "
-        "server CPU while that contender ran. A Dagster run adds ~0.6-1.5 s per run on top "
+        "server CPU while that contender ran; 'other CPU s' = CPU used by unrelated processes on the "
+        "machine meanwhile (should be ~0). A Dagster run adds ~0.6-1.5 s per run on top "
         "(not measured here)."
     )
+    noisy = [
+        r["contender"] for r in report["results"] if r["other_cpu_s"] > 0.05 * r["process_cpu_s"]
+    ]
+    if noisy:
+        print(
+            f"WARNING: other processes used > 5% as much CPU as {', '.join(noisy)} during its "
+            "run; wall-clock numbers are disturbed (CPU s/page much less so)."
+        )
     if any(r["profiled"] for r in report["results"]):
         print("WARNING: the Atlas run was profiled (cProfile); its timings are inflated.")
 

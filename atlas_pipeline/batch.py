@@ -42,7 +42,8 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 REDIRECTS = (301, 302, 303, 307, 308)
 ROBOTS_MAX_HOPS = 5
 SWEEP_EVERY_S = 1.0
-MAX_SLEEP_S = 0.5
+MAX_SLEEP_S = 0.5  # look at the store again at least this often (other runs change it)
+PARSE_QUEUE_PER_WORKER = 3  # parse jobs queued per extraction worker
 MAX_RETRY_AFTER_S = (
     24 * 3600.0
 )  # a Retry-After beyond this is taken as this  # look at the store again at least this often (other runs change it)
@@ -90,7 +91,8 @@ class FetchBatch:
         self.stats = BatchStats(cycle, shard, clock())
         self.rng = random.Random()
         self._policies: dict[str, RobotsPolicy] = {}
-        self._parse_slots = asyncio.Semaphore(pool.workers)
+        # A few jobs queued per worker, so a worker never idles while the loop is busy.
+        self._parse_slots = asyncio.Semaphore(pool.workers * PARSE_QUEUE_PER_WORKER)
         self._pending_text: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._net_active = 0  # requests on the wire
         self._parsing = 0  # fetched pages waiting for or in extraction

@@ -313,6 +313,8 @@ def _extract(body: bytes, url: str) -> tuple[str | None, str]:
     doc = bare_extraction(html, url=url, with_metadata=True, include_comments=False)
     if doc is None:
         return None, ""
+    if isinstance(doc, dict):  # as_dict=True spelling; not used, but typed as possible
+        return doc.get("title"), doc.get("text") or ""
     return doc.title, doc.text or ""
 
 
@@ -408,9 +410,7 @@ def spawn_contender(
     # CPU that neither this contender (with its workers) nor the server used: other load on
     # the machine (the parent itself is idle, waiting). Non-trivial values mean noisy numbers.
     other = max(0.0, machine - kids - server)
-    result.update(
-        process_seconds=wall, process_cpu_s=kids, server_cpu_s=server, other_cpu_s=other
-    )
+    result.update(process_seconds=wall, process_cpu_s=kids, server_cpu_s=server, other_cpu_s=other)
     return result
 
 
@@ -460,6 +460,11 @@ def print_table(report: dict[str, Any]) -> None:
     print(
         f"URL set: {report['url_set']['size']} pages = SandboxWeb.reachable(max_depth="
         f"{MAX_DEPTH}); Atlas document URLs == that set: {report['url_set']['atlas_matches']}"
+    )
+    a, b = report["results"]
+    print(
+        f"Extracted text: atlas {a['text_chars']:,} chars, baseline {b['text_chars']:,} chars "
+        f"(identical: {a['text_chars'] == b['text_chars']})"
     )
     print()
     head = (

@@ -19,12 +19,6 @@ from .partitions import cycle_and_shard
 _EPSILON_S = 1e-3
 
 
-def _partition(df: pl.DataFrame, cycle: str, shard: int) -> pl.DataFrame:
-    return df.filter(
-        (pl.col("crawl_cycle") == cycle) & (pl.col("origin_shard") == shard_key(shard))
-    )
-
-
 def politeness_violations(
     fetches: pl.DataFrame, min_gap_s: float, max_in_flight: int
 ) -> pl.DataFrame:
@@ -57,7 +51,7 @@ def build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetCheck
         cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
         cfg = atlas.crawl_config()
         with atlas.open() as engine:
-            fetches = _partition(engine.lake.read("fetches"), cycle, shard)
+            fetches = engine.lake.read_partition("fetches", cycle, shard_key(shard))
         report = politeness_violations(
             fetches, cfg.politeness.min_gap_s, cfg.politeness.max_in_flight
         )
@@ -77,7 +71,7 @@ def build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetCheck
         cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
         cfg = atlas.crawl_config()
         with atlas.open() as engine:
-            fetches = _partition(engine.lake.read("fetches"), cycle, shard)
+            fetches = engine.lake.read_partition("fetches", cycle, shard_key(shard))
             pages = fetches.filter(pl.col("kind") == "page")
             unversioned = pages.filter(pl.col("robots_version").is_null()).height
             disallowed: list[str] = []
@@ -105,7 +99,7 @@ def build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetCheck
         """Extraction yield: most fetched HTML pages produce non-empty text."""
         cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
         with atlas.open() as engine:
-            docs = _partition(engine.lake.read("documents"), cycle, shard)
+            docs = engine.lake.read_partition("documents", cycle, shard_key(shard)).drop("text")
         empty = docs.filter(pl.col("text_chars") == 0).height
         share = 1.0 - empty / docs.height if docs.height else 1.0
         return dg.AssetCheckResult(

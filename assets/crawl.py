@@ -84,7 +84,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         with atlas.open() as engine:
             result = fetch_shard(engine, cycle, shard)
         stats = result.stats
-        fetches = frame("fetches", result.fetch_rows)
+        fetches = engine.lake.read_partition("fetches", cycle, shard_key(shard))
         yield dg.MaterializeResult(
             asset_key=FETCHES, metadata=table_metadata(result.fetches, _fetch_meta(fetches, stats))
         )

@@ -338,7 +338,6 @@ class FetchBatch:
             "published": ext["date"],
             "description": ext["description"],
             "language": parsed["language"],
-            "text": ext["text"],
             "text_hash": ext["text_hash"],
             "text_chars": len(ext["text"]),
             "canonical_hint": parsed["canonical"],

@@ -7,6 +7,7 @@ from the coordination store, so any step can be re-run after a crash with the sa
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +62,6 @@ class FetchResult:
     fetches: Written
     documents: Written
     links: Written
-    fetch_rows: list[dict[str, Any]]
 
 
 def fetch_shard(
@@ -75,32 +75,43 @@ def fetch_shard(
             stats = run_batch(engine.cfg, engine.store, engine.bodies, own, cycle, shard)
     else:
         stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard)
-    fetch_rows, docs, links = partition_rows(engine.store, cycle, shard)
-    key = shard_key(shard)
-    return FetchResult(
-        stats=stats,
-        fetches=engine.lake.write_partition("fetches", fetch_rows, cycle, key),
-        documents=engine.lake.write_partition("documents", docs, cycle, key),
-        links=engine.lake.write_partition("links", links, cycle, key),
-        fetch_rows=fetch_rows,
+    return FetchResult(stats, *write_fetch_partitions(engine, cycle, shard))
+
+
+def write_fetch_partitions(
+    engine: Engine, cycle: str, shard: int
+) -> tuple[Written, Written, Written]:
+    """fetches, documents and links of one partition, streamed from committed store records."""
+    store, key = engine.store, shard_key(shard)
+
+    def fetches() -> Iterator[dict[str, Any]]:
+        return (rec["record"] for rec in store.fetch_records(cycle, shard))
+
+    def documents() -> Iterator[dict[str, Any]]:
+        for rec in store.fetch_records(cycle, shard):
+            doc = rec["document"]
+            if doc:
+                # The text lives once, in the body store's extraction cache, not in the store.
+                cached = engine.bodies.get_extraction(doc["body_key"], doc["extraction_version"])
+                yield {**doc, "text": cached["text"] if cached else None}
+
+    def links() -> Iterator[dict[str, Any]]:
+        for rec in store.fetch_records(cycle, shard):
+            fetch = rec["record"]
+            for link in rec["links"]:
+                yield {
+                    "kind": "link",
+                    **link,
+                    "fetch_id": fetch["fetch_id"],
+                    "source_url": fetch["url"],
+                }
+
+    lake = engine.lake
+    return (
+        lake.write_partition("fetches", fetches, cycle, key),
+        lake.write_partition("documents", documents, cycle, key),
+        lake.write_partition("links", links, cycle, key),
     )
-
-
-def partition_rows(
-    store: CoordinationStore, cycle: str, shard: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Fetch, document and link rows of one partition, from committed store records."""
-    fetches, docs, links = [], [], []
-    for rec in store.fetch_records(cycle, shard):
-        fetch = rec["record"]
-        fetches.append(fetch)
-        if rec["document"]:
-            docs.append(rec["document"])
-        for link in rec["links"]:
-            links.append(
-                {"kind": "link", **link, "fetch_id": fetch["fetch_id"], "source_url": fetch["url"]}
-            )
-    return fetches, docs, links
 
 
 def export_urls(engine: Engine, cycle: str, shard: int) -> Written:

@@ -8,13 +8,14 @@ writing a partition replaces exactly that partition, so re-materializing is idem
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-from deltalake import DeltaTable
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from .errors import LakeError
@@ -59,6 +60,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
 }  # fmt: skip
 PARTITION_BY = {"urls": ["origin_shard"]}
+CHUNK_ROWS = 2000  # rows converted at a time when streaming a partition into Delta
+RowSource = Sequence[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]]
 COMMIT_RETRIES = 8
 
 
@@ -99,41 +102,51 @@ class Lake:
     def exists(self, table: str) -> bool:
         return bool(DeltaTable.is_deltatable(self.uri(table), storage_options=self.storage_options))
 
-    def _replace(self, table: str, df: pl.DataFrame, predicate: str) -> int:
+    def _replace(
+        self, table: str, rows: RowSource, fixed: dict[str, str], predicate: str
+    ) -> tuple[int, int]:
+        """Write `rows` (with the `fixed` key columns) in place of `predicate`'s rows, streamed
+        in chunks as one Delta commit; returns (rows, version)."""
         uri = self.uri(table)
         parts = PARTITION_BY.get(table, ["crawl_cycle", "origin_shard"])
         for attempt in range(COMMIT_RETRIES):
+            counter = [0]
+            reader = _batches(table, rows, fixed, counter)
             try:
                 if not self.exists(table):
-                    df.write_delta(uri, mode="append", storage_options=self.storage_options,
-                                   delta_write_options={"partition_by": parts})  # fmt: skip
+                    write_deltalake(uri, reader, mode="append", partition_by=parts,
+                                    storage_options=self.storage_options)  # fmt: skip
                 else:
-                    df.write_delta(uri, mode="overwrite", storage_options=self.storage_options,
-                                   delta_write_options={"partition_by": parts,
-                                                        "predicate": predicate})  # fmt: skip
-                return DeltaTable(uri, storage_options=self.storage_options).version()
+                    write_deltalake(uri, reader, mode="overwrite", partition_by=parts,
+                                    predicate=predicate, storage_options=self.storage_options)  # fmt: skip
+                return counter[0], DeltaTable(uri, storage_options=self.storage_options).version()
             except (CommitFailedError, DeltaError) as exc:
                 # Shards write disjoint partitions, but two first writers race to create the table.
-                if attempt == COMMIT_RETRIES - 1:
+                if attempt == COMMIT_RETRIES - 1 or not callable(rows):
                     raise LakeError(f"cannot write {uri}: {exc}") from exc
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    def write_partition(
-        self, table: str, rows: Sequence[Mapping[str, Any]], cycle: str, shard: str
-    ) -> Written:
-        """Replace partition (cycle, shard) of `table` with `rows`."""
-        df = frame(table, [{**r, "crawl_cycle": cycle, "origin_shard": shard} for r in rows])
+    def write_partition(self, table: str, rows: RowSource, cycle: str, shard: str) -> Written:
+        """Replace partition (cycle, shard) of `table` with `rows` (a sequence, or a function
+        returning an iterable, which is streamed and may be called again on a retry)."""
         pred = f"crawl_cycle = '{_lit(cycle)}' AND origin_shard = '{_lit(shard)}'"
-        return Written(table, self.uri(table), df.height, self._replace(table, df, pred))
+        n, version = self._replace(table, rows, {"crawl_cycle": cycle, "origin_shard": shard}, pred)
+        return Written(table, self.uri(table), n, version)
 
-    def write_shard(
-        self, table: str, rows: Sequence[Mapping[str, Any]], shard: str, cycle: str
-    ) -> Written:
+    def write_shard(self, table: str, rows: RowSource, shard: str, cycle: str) -> Written:
         """Replace shard `shard` of a catalogue table (partitioned by shard only)."""
-        df = frame(table, [{**r, "crawl_cycle": cycle, "origin_shard": shard} for r in rows])
         pred = f"origin_shard = '{_lit(shard)}'"
-        return Written(table, self.uri(table), df.height, self._replace(table, df, pred))
+        n, version = self._replace(table, rows, {"crawl_cycle": cycle, "origin_shard": shard}, pred)
+        return Written(table, self.uri(table), n, version)
+
+    def read_partition(self, table: str, cycle: str, shard: str) -> pl.DataFrame:
+        if not self.exists(table):
+            return frame(table, [])
+        scan = pl.scan_delta(self.uri(table), storage_options=self.storage_options)
+        return scan.filter(
+            (pl.col("crawl_cycle") == cycle) & (pl.col("origin_shard") == shard)
+        ).collect()
 
     def read(self, table: str) -> pl.DataFrame:
         if not self.exists(table):
@@ -145,3 +158,24 @@ def _lit(value: str) -> str:
     if "'" in value:
         raise LakeError(f"partition value {value!r} must not contain quotes")
     return value
+
+
+def _batches(
+    table: str, rows: RowSource, fixed: dict[str, str], counter: list[int]
+) -> pa.RecordBatchReader:
+    """Rows -> a stream of Arrow record batches of at most CHUNK_ROWS rows (bounded memory)."""
+    schema = frame(table, []).to_arrow().schema
+
+    def gen() -> Iterator[pa.RecordBatch]:
+        chunk: list[Mapping[str, Any]] = []
+        for row in rows() if callable(rows) else rows:
+            chunk.append({**row, **fixed})
+            if len(chunk) >= CHUNK_ROWS:
+                counter[0] += len(chunk)
+                yield from frame(table, chunk).to_arrow().cast(schema).to_batches()
+                chunk = []
+        counter[0] += len(chunk)
+        if chunk:
+            yield from frame(table, chunk).to_arrow().cast(schema).to_batches()
+
+    return pa.RecordBatchReader.from_batches(schema, gen())

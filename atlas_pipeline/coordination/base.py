@@ -15,6 +15,7 @@ token and advance the origin clock. A commit applies only while (url, fence, lea
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -174,7 +175,7 @@ class CoordinationStore(Protocol):
 
     def defer_remaining(self, cycle: str, shard: int, reason: str) -> int: ...
 
-    def fetch_records(self, cycle: str, shard: int) -> list[dict[str, Any]]: ...
+    def fetch_records(self, cycle: str, shard: int) -> Iterator[dict[str, Any]]: ...
 
     def frontier_rows(self, cycle: str, shard: int) -> list[dict[str, Any]]: ...
 

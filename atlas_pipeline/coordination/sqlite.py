@@ -493,19 +493,19 @@ class SqliteStore:
             return cur.rowcount
 
     # reads for the lake --------------------------------------------------------------
-    def fetch_records(self, cycle: str, shard: int) -> list[dict[str, Any]]:
+    def fetch_records(self, cycle: str, shard: int) -> Iterator[dict[str, Any]]:
+        """The committed records of one partition, streamed (a partition can be large)."""
         rows = self._conn().execute(
-            "SELECT record, links, document FROM fetch_records WHERE cycle = ? AND shard = ?",
+            """SELECT record, links, document FROM fetch_records
+               WHERE cycle = ? AND shard = ? ORDER BY rowid""",
             (cycle, shard),
         )
-        return [
-            {
+        for r in rows:
+            yield {
                 "record": json.loads(r["record"]),
                 "links": json.loads(r["links"]),
                 "document": json.loads(r["document"]) if r["document"] else None,
             }
-            for r in rows
-        ]
 
     def url_rows(self, shard: int) -> list[dict[str, Any]]:
         rows = self._conn().execute(

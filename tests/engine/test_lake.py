@@ -141,3 +141,26 @@ def test_urls_table_is_partitioned_by_shard_only(lake: Lake) -> None:
 def test_quotes_in_partition_values_are_refused(lake: Lake, cycle: str, shard: str) -> None:
     with pytest.raises(LakeError, match="quotes"):
         lake.write_partition("fetches", [{"fetch_id": "a"}], cycle, shard)
+
+
+def test_a_partition_streams_in_chunks_as_one_commit(lake: Lake) -> None:
+    """A row source bigger than one chunk is written whole, in one Delta version."""
+    from atlas_pipeline.lake import CHUNK_ROWS
+
+    total = CHUNK_ROWS * 2 + 17
+    pulled: list[int] = []
+
+    def rows():  # type: ignore[no-untyped-def]
+        for i in range(total):
+            pulled.append(i)
+            yield {"fetch_id": f"f{i}", "url": f"http://a.test/{i}", "status": 200}
+
+    before = lake.write_partition(
+        "fetches", [{"fetch_id": "old", "url": "u"}], "c0001", "shard_000"
+    )
+    written = lake.write_partition("fetches", rows, "c0001", "shard_000")
+    assert written.rows == total == len(pulled)
+    assert written.version == before.version + 1
+    back = lake.read_partition("fetches", "c0001", "shard_000")
+    assert back.height == total and "old" not in back["fetch_id"].to_list()
+    assert back["fetch_id"].n_unique() == total

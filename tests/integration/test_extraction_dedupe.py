@@ -71,3 +71,5 @@ def test_same_bytes_under_two_urls_are_extracted_once(mirror_site: int, tmp_path
     assert a["text_hash"] == b["text_hash"] != c["text_hash"]
     assert a["body_key"] == b["body_key"] and a["title"] == b["title"] == "The mirrored article"
     assert "winter grain" in a["text"] and "summer grain" in c["text"]
+    # the coordination store keeps no copy of the text: it lives once, in the body store
+    assert all("text" not in (r["document"] or {}) for r in engine.store.fetch_records("c0001", 0))

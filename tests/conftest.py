@@ -48,3 +48,42 @@ def sandbox_config(server: SandboxServer, data_dir: Path, **overrides: Any) -> d
 def write_config(path: Path, cfg: dict[str, Any]) -> Path:
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
+
+
+# PostgreSQL ------------------------------------------------------------------------------
+PG_URL = os.environ.get("ATLAS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def postgres_available() -> str | None:
+    """None when PostgreSQL answers, else why not. In CI a missing server fails the tests:
+    PostgreSQL tests are never skipped silently there (`make test` starts the server)."""
+    import psycopg
+
+    try:
+        psycopg.connect(PG_URL, connect_timeout=3).close()
+        return None
+    except psycopg.Error as exc:
+        if os.environ.get("CI"):
+            raise
+        return f"PostgreSQL at {PG_URL} is not reachable ({exc}); run scripts/ensure_postgres.sh"
+
+
+@pytest.fixture()
+def pg_schema_url() -> Iterator[str]:
+    """A coordination URL on a fresh, private PostgreSQL schema, dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    why = postgres_available()
+    if why:
+        pytest.skip(why)
+    schema = f"atlas_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in PG_URL else "?"
+    try:
+        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -49,32 +49,9 @@ def open_store(url: str, default_policy: OriginPolicy, cycle_budget: int) -> Coo
             )
         return SqliteStore(Path(path), default_policy, cycle_budget)
     if scheme in {"postgresql", "postgres"}:
-        _check_postgres(url)
-        raise CoordinationError(
-            f"{_redact(url)}: PostgreSQL answers, but this release coordinates through SQLite "
-            "only; set coordination_url to sqlite:///... (the PostgreSQL backend is planned)"
-        )
+        from .postgres import PostgresStore
+
+        return PostgresStore(url, default_policy, cycle_budget)
     raise CoordinationError(
         f"{url!r}: coordination_url must start with sqlite:/// or postgresql://"
     )
-
-
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
-    return url
-
-
-def _check_postgres(url: str) -> None:
-    """Fail in one line when the server cannot be reached (wrong host, port, database)."""
-    import psycopg
-
-    try:
-        psycopg.connect(url, connect_timeout=5).close()
-    except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CoordinationError(
-            f"cannot reach the coordination store {_redact(url)} ({first}); "
-            "start PostgreSQL or fix coordination_url"
-        ) from None

@@ -29,6 +29,11 @@ from .base import (
 )
 from .schema import MIGRATIONS
 
+# The SQL below is written for SQLite; PostgresStore (postgres.py) runs the same statements
+# through a small translation, so both backends share one implementation of the contract.
+Conn = Any  # sqlite3.Connection, or postgres.py's adapter with the same execute surface
+Row = Any  # sqlite3.Row, or postgres.py's row with the same [name] / [index] access
+
 _POLL_S = 0.25  # how soon to look again when another worker holds the only free slot
 _SCAN = 16  # URLs of one origin looked at per claim before giving up on robots-blocked ones
 
@@ -60,7 +65,7 @@ class SqliteStore:
             ) from None
 
     # connection and transactions -------------------------------------------------
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> Conn:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._busy_ms / 1000)
@@ -72,7 +77,7 @@ class SqliteStore:
         return conn
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self) -> Iterator[Conn]:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -113,34 +118,41 @@ class SqliteStore:
         with self._tx() as c:
             return self._discover(c, candidates, cycle, now=None)
 
-    def _ensure_origins(self, c: sqlite3.Connection, cands: list[Candidate]) -> None:
+    def _ensure_origins(self, c: Conn, cands: list[Candidate]) -> None:
         c.executemany(
             "INSERT OR IGNORE INTO origins (origin, shard, min_gap_s, max_in_flight) VALUES (?,?,?,?)",
-            {
-                (
-                    x.origin,
-                    x.shard,
-                    self.default_policy.min_gap_s,
-                    self.default_policy.max_in_flight,
-                )
-                for x in cands
-            },
+            sorted(  # one insertion order for every writer: no lock-order deadlocks
+                {
+                    (
+                        x.origin,
+                        x.shard,
+                        self.default_policy.min_gap_s,
+                        self.default_policy.max_in_flight,
+                    )
+                    for x in cands
+                }
+            ),
         )
 
-    def _admitted_counts(
-        self, c: sqlite3.Connection, origins: set[str], cycle: str
-    ) -> dict[str, int]:
+    def _admitted_counts(self, c: Conn, origins: set[str], cycle: str) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for o in origins:
+        for o in sorted(origins):  # one lock order for every writer
             row = c.execute(
-                "SELECT admitted_cycle, admitted_count FROM origins WHERE origin = ?", (o,)
+                "SELECT admitted_cycle, admitted_count FROM origins WHERE origin = ?"
+                + self._for_update,
+                (o,),
             ).fetchone()
             counts[o] = int(row["admitted_count"]) if row and row["admitted_cycle"] == cycle else 0
         return counts
 
+    _for_update = ""  # SQLite's IMMEDIATE transactions already serialize writers
+
+    def _lock_shard(self, c: Conn, shard: int) -> None:
+        """Serialize claims and frontier selection of one shard (IMMEDIATE does it here)."""
+
     def _discover(
         self,
-        c: sqlite3.Connection,
+        c: Conn,
         cands: list[Candidate],
         cycle: str | None,
         now: float | None,
@@ -184,6 +196,7 @@ class SqliteStore:
     def select_frontier(self, cycle: str, shard: int, now: float) -> list[dict[str, Any]]:
         """Queue this shard's due URLs for `cycle`, at most `cycle_budget` per origin; idempotent."""
         with self._tx() as c:
+            self._lock_shard(c, shard)
             counts: dict[str, int] = {
                 r["origin"]: r["n"]
                 for r in c.execute(
@@ -229,6 +242,7 @@ class SqliteStore:
     # claim -------------------------------------------------------------------------
     def claim(self, cycle: str, shard: int, now: float, token: str, lease_s: float) -> Claim:
         with self._tx() as c:
+            self._lock_shard(c, shard)
             origins = c.execute(
                 """SELECT o.*,
                      (SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin AND s.slot_held = 1
@@ -238,7 +252,7 @@ class SqliteStore:
                    FROM origins o WHERE o.shard = :shard""",
                 {"now": now, "cycle": cycle, "shard": shard},
             ).fetchall()
-            best: sqlite3.Row | None = None
+            best: Row | None = None
             best_ready = float("inf")
             busy = False
             for o in origins:
@@ -286,7 +300,7 @@ class SqliteStore:
             )
             return lease
 
-    def _policy(self, origin_row: sqlite3.Row) -> RobotsPolicy:
+    def _policy(self, origin_row: Row) -> RobotsPolicy:
         key = (origin_row["origin"], int(origin_row["robots_version"]))
         policy = self._policies.get(key)
         if policy is None:
@@ -298,8 +312,8 @@ class SqliteStore:
 
     def _lease_best_url(
         self,
-        c: sqlite3.Connection,
-        origin: sqlite3.Row,
+        c: Conn,
+        origin: Row,
         policy: RobotsPolicy,
         cycle: str,
         now: float,
@@ -377,7 +391,7 @@ class SqliteStore:
         return True
 
     def _write_records(
-        self, c: sqlite3.Connection, lease: Lease, outcome: Outcome, cycle: str, now: float
+        self, c: Conn, lease: Lease, outcome: Outcome, cycle: str, now: float
     ) -> None:
         cands = [cand for _, cand in outcome.links if cand is not None]
         decisions = iter(self._discover(c, cands, cycle, now))
@@ -435,7 +449,7 @@ class SqliteStore:
                      json.dumps(record, default=str), "[]", None),
                 )  # fmt: skip
             row = c.execute(
-                "SELECT * FROM origins WHERE origin = ? AND robots_lease_id = ?",
+                "SELECT * FROM origins WHERE origin = ? AND robots_lease_id = ?" + self._for_update,
                 (task.origin, task.lease_id),
             ).fetchone()
             if row is None:
@@ -481,7 +495,7 @@ class SqliteStore:
                    WHERE state = 'leased' AND lease_expires_at <= ?""",
                 (Reason.LEASE_EXPIRED.value, now),
             )
-            return cur.rowcount
+            return int(cur.rowcount)
 
     def defer_remaining(self, cycle: str, shard: int, reason: str) -> int:
         with self._tx() as c:
@@ -490,7 +504,7 @@ class SqliteStore:
                    AND state IN ('eligible', 'failed_retryable')""",
                 (reason, shard, cycle),
             )
-            return cur.rowcount
+            return int(cur.rowcount)
 
     # reads for the lake --------------------------------------------------------------
     def fetch_records(self, cycle: str, shard: int) -> Iterator[dict[str, Any]]:

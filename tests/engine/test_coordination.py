@@ -58,10 +58,26 @@ def outcome(status: int = 200, reason: str = "fetched", due_at: float = T0 + TTL
     )
 
 
+# The contract runs on both backends: every test that builds its store with make_store()
+# runs once on SQLite and once on PostgreSQL (a private schema per test).
+_backend_url: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True, params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        _backend_url["url"] = f"sqlite:///{tmp_path / 'coord.db'}"
+        yield "sqlite"
+    else:
+        if request.node.get_closest_marker("sqlite_only"):
+            pytest.skip("SQLite-specific (files and paths)")
+        _backend_url["url"] = request.getfixturevalue("pg_schema_url")
+        yield "postgres"
+    _backend_url.clear()
+
+
 def make_store(tmp_path: Path, gap: float = 5.0, max_in_flight: int = 1, budget: int = 100):
-    return open_store(
-        f"sqlite:///{tmp_path / 'coord.db'}", OriginPolicy(gap, max_in_flight), budget
-    )
+    return open_store(_backend_url["url"], OriginPolicy(gap, max_in_flight), budget)
 
 
 @pytest.fixture
@@ -646,6 +662,7 @@ def test_malformed_coordination_url(url: str) -> None:
     assert repr(url) in str(info.value)
 
 
+@pytest.mark.sqlite_only
 def test_migrations_are_recorded_once(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     assert isinstance(store, SqliteStore)
@@ -734,3 +751,23 @@ def test_advance_origin_clock_only_moves_forward(tmp_path: Path) -> None:
     assert claim(store, now) == Wait(now + 20)
     store.advance_origin_clock(NEWS, now + 1)
     assert claim(store, now + 10) == Wait(now + 20)
+
+
+def test_postgres_migrations_are_recorded_once_and_data_survives_a_reopen(
+    tmp_path: Path, backend: str
+) -> None:
+    if backend != "postgres":
+        pytest.skip("the SQLite twin is test_migrations_are_recorded_once")
+    store = make_store(tmp_path)
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    versions = [r[0] for r in store._conn().execute("SELECT version FROM schema_migrations")]
+    store.close()
+    reopened = make_store(tmp_path)
+    assert (
+        versions
+        == [v for v, _ in MIGRATIONS]
+        == [r[0] for r in reopened._conn().execute("SELECT version FROM schema_migrations")]
+    )
+    assert reopened.schema_version() == LATEST
+    assert len(reopened.url_rows(SHARD)) == 1
+    reopened.close()

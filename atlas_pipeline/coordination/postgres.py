@@ -55,7 +55,7 @@ def _row_factory(cursor: psycopg.Cursor[Any]) -> Any:
 def translate(sql: str) -> str:
     """SQLite statement -> PostgreSQL statement."""
     out = re.sub(r":(\w+)\b", r"%(\1)s", sql)  # named parameters, before any '::' cast appears
-    out = re.sub(r"MAX\((\w+), \?\)", r"GREATEST(\1, ?)", out)
+    out = re.sub(r"MAX\(([\w.]+), ([\w.?]+)\)", r"GREATEST(\1, \2)", out)  # 2-arg scalar max
     out = out.replace("datetime('now')", "now()::text").replace("ORDER BY rowid", "ORDER BY ctid")
     if "INSERT OR IGNORE INTO" in out:
         out = out.replace("INSERT OR IGNORE INTO", "INSERT INTO") + " ON CONFLICT DO NOTHING"

@@ -79,4 +79,9 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
 ]
 
+MIGRATIONS.append(
+    # The claim walks a shard's origins in clock order and stops at the first with due work.
+    (2, ["CREATE INDEX origins_clock ON origins (shard, next_eligible_at)"])
+)
+
 LATEST = MIGRATIONS[-1][0]

@@ -243,42 +243,22 @@ class SqliteStore:
     def claim(self, cycle: str, shard: int, now: float, token: str, lease_s: float) -> Claim:
         with self._tx() as c:
             self._lock_shard(c, shard)
-            origins = c.execute(
-                """SELECT o.*,
-                     (SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin AND s.slot_held = 1
-                        AND s.lease_expires_at > :now) AS in_flight,
-                     (SELECT MIN(u.due_at) FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
-                        AND u.state IN ('eligible', 'failed_retryable')) AS due
-                   FROM origins o WHERE o.shard = :shard""",
-                {"now": now, "cycle": cycle, "shard": shard},
+            params = {"now": now, "cycle": cycle, "shard": shard}
+            # Fast path: origins whose clocks allow a request now and that have due work,
+            # earliest clock first; each EXISTS stops at its first index entry.
+            ready_now = c.execute(
+                """SELECT o.*, (SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin
+                       AND s.slot_held = 1 AND s.lease_expires_at > :now) AS in_flight
+                   FROM origins o
+                   WHERE o.shard = :shard AND o.next_eligible_at <= :now AND o.backoff_until <= :now
+                     AND EXISTS (SELECT 1 FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
+                                 AND u.state IN ('eligible', 'failed_retryable') AND u.due_at <= :now)
+                   ORDER BY o.next_eligible_at LIMIT 16""",
+                params,
             ).fetchall()
-            best: Row | None = None
-            best_ready = float("inf")
-            busy = False
-            for o in origins:
-                if o["due"] is None:
-                    continue
-                robots_busy = o["robots_lease_until"] > now
-                if o["in_flight"] + int(robots_busy) >= o["max_in_flight"] or (
-                    robots_busy and o["robots_expires_at"] <= now
-                ):
-                    busy = True
-                    continue
-                ready = max(o["next_eligible_at"], o["backoff_until"], o["due"])
-                if ready < best_ready:
-                    best, best_ready = o, ready
+            best = next((o for o in ready_now if _has_capacity(o, now)), None)
             if best is None:
-                if busy:
-                    return Wait(now + _POLL_S)
-                leased = c.execute(
-                    """SELECT MIN(lease_expires_at) FROM urls
-                       WHERE shard = ? AND cycle = ? AND state = 'leased'""",
-                    (shard, cycle),
-                ).fetchone()[0]
-                return Drained() if leased is None else Wait(min(leased, now + _POLL_S))
-            if best_ready > now:
-                # A slot held elsewhere may free up any moment: look again soon, not at best_ready.
-                return Wait(min(best_ready, now + _POLL_S) if busy else best_ready)
+                return self._when_next(c, cycle, shard, now)
             gap = float(best["min_gap_s"])
             if gap > 0:
                 gap += self.default_policy.gap_guard_s
@@ -299,6 +279,33 @@ class SqliteStore:
                 (now + gap, best["origin"]),
             )
             return lease
+
+    def _when_next(self, c: Conn, cycle: str, shard: int, now: float) -> Wait | Drained:
+        """Nothing is claimable now: when might something be (the slow, full look)?"""
+        origins = c.execute(
+            """SELECT o.*,
+                 (SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin AND s.slot_held = 1
+                    AND s.lease_expires_at > :now) AS in_flight,
+                 (SELECT MIN(u.due_at) FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
+                    AND u.state IN ('eligible', 'failed_retryable')) AS due
+               FROM origins o WHERE o.shard = :shard""",
+            {"now": now, "cycle": cycle, "shard": shard},
+        ).fetchall()
+        ready = [max(o["next_eligible_at"], o["backoff_until"], o["due"]) for o in origins
+                 if o["due"] is not None and _has_capacity(o, now)]  # fmt: skip
+        busy = any(o["due"] is not None and not _has_capacity(o, now) for o in origins)
+        if ready:
+            # A slot held elsewhere may free up any moment: look again soon, then.
+            soonest = max(min(ready), now)
+            return Wait(min(soonest, now + _POLL_S) if busy else soonest)
+        if busy:
+            return Wait(now + _POLL_S)
+        leased = c.execute(
+            """SELECT MIN(lease_expires_at) FROM urls
+               WHERE shard = ? AND cycle = ? AND state = 'leased'""",
+            (shard, cycle),
+        ).fetchone()[0]
+        return Drained() if leased is None else Wait(min(leased, now + _POLL_S))
 
     def _policy(self, origin_row: Row) -> RobotsPolicy:
         key = (origin_row["origin"], int(origin_row["robots_version"]))
@@ -460,12 +467,13 @@ class SqliteStore:
                 """UPDATE origins SET robots_version = ?, robots_status = ?, robots_text = ?,
                      robots_fetched_at = ?, robots_expires_at = ?, robots_lease_id = NULL,
                      robots_lease_until = 0, backoff_until = MAX(backoff_until, ?),
+                     next_eligible_at = MAX(next_eligible_at, ?),
                      min_gap_s = COALESCE(?, min_gap_s),
                      robots_good_at = CASE WHEN ? THEN ? ELSE robots_good_at END
                    WHERE origin = ?""",
                 (
-                    version, status, text, now, now + ttl_s, backoff_until, min_gap_s,
-                    good, now, task.origin,
+                    version, status, text, now, now + ttl_s, backoff_until, backoff_until,
+                    min_gap_s, good, now, task.origin,
                 ),
             )  # fmt: skip
         return RobotsRecord(task.origin, version, status, text, now, now + ttl_s)
@@ -481,8 +489,10 @@ class SqliteStore:
     def backoff_origin(self, origin: str, until: float) -> None:
         with self._tx() as c:
             c.execute(
-                "UPDATE origins SET backoff_until = MAX(backoff_until, ?) WHERE origin = ?",
-                (until, origin),
+                # The clock carries the backoff too, so "ready soonest" is one indexed column.
+                """UPDATE origins SET backoff_until = MAX(backoff_until, ?),
+                   next_eligible_at = MAX(next_eligible_at, ?) WHERE origin = ?""",
+                (until, until, origin),
             )
 
     # maintenance -------------------------------------------------------------------
@@ -533,6 +543,14 @@ class SqliteStore:
 
     def stale_attempts(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._conn().execute("SELECT * FROM stale_attempts")]
+
+
+def _has_capacity(origin: Row, now: float) -> bool:
+    """A free in-flight slot, and no robots fetch in progress for an expired policy."""
+    robots_busy = origin["robots_lease_until"] > now
+    if robots_busy and origin["robots_expires_at"] <= now:
+        return False
+    return bool(origin["in_flight"] + int(robots_busy) < origin["max_in_flight"])
 
 
 def _selection_reason(state: str) -> str:

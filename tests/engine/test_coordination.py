@@ -771,3 +771,14 @@ def test_postgres_migrations_are_recorded_once_and_data_survives_a_reopen(
     assert reopened.schema_version() == LATEST
     assert len(reopened.url_rows(SHARD)) == 1
     reopened.close()
+
+
+def test_robots_backoff_also_holds_the_origin_clock(tmp_path: Path) -> None:
+    """A robots 5xx backs the origin off: no claim, not even a robots retry, until it ends."""
+    store = make_store(tmp_path, gap=1.0)
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    task = claim(store, T0)
+    assert isinstance(task, RobotsTask)
+    store.put_robots(task, "unreachable", "", T0, 600.0, T0 + 600.0)
+    assert claim(store, T0 + 599) == Wait(T0 + 600.0)
+    assert isinstance(claim(store, T0 + 600), RobotsTask)

@@ -1,0 +1,144 @@
+"""Claim+commit pairs per second of the coordination store, per backend, 1 vs 16 workers.
+
+Each worker is its own process with its own connection, as cooperating runs would be. All
+URLs sit in one shard, so every claim contends for the same shard (the worst case), and
+each commit carries a page's worth of new links. Baseline: one worker on the same backend.
+
+    python benchmarks/store_throughput.py [--workers 16] [--seconds 8] [--links 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+CYCLE, SHARD, TOKEN = "c0001", 0, "AtlasBot"
+ROBOTS = "User-agent: *\nAllow: /\n"
+
+
+def _store(url: str):  # type: ignore[no-untyped-def]
+    from atlas_pipeline.coordination import OriginPolicy, open_store
+
+    return open_store(url, OriginPolicy(0.0, 4), 10**9)
+
+
+def _cand(url: str, origin: str, depth: int = 0):  # type: ignore[no-untyped-def]
+    from atlas_pipeline.coordination import Candidate
+
+    return Candidate(url, url, origin, SHARD, depth, 1.0)
+
+
+def prepare(url: str, origins: int, urls_per_origin: int) -> None:
+    store = _store(url)
+    cands = [
+        _cand(f"http://o{o}.example.test/p{i}", f"http://o{o}.example.test:80")
+        for o in range(origins)
+        for i in range(urls_per_origin)
+    ]
+    store.discover(cands, None)
+    store.select_frontier(CYCLE, SHARD, time.time())
+    store.close()
+
+
+def worker(url: str, deadline: float, links: int, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    from atlas_pipeline.coordination import Drained, Lease, Outcome, RobotsTask, UrlState
+
+    store = _store(url)
+    pairs = 0
+    while time.time() < deadline:
+        now = time.time()
+        claim = store.claim(CYCLE, SHARD, now, TOKEN, 60.0)
+        if isinstance(claim, RobotsTask):
+            store.put_robots(claim, "parsed", ROBOTS, now, 3600.0, 0.0)
+        elif isinstance(claim, Lease):
+            store.finish_request(claim.url, claim.fence)
+            new = [_cand(f"{claim.url}/l{i}", claim.origin, claim.depth + 1) for i in range(links)]
+            outcome = Outcome(UrlState.FETCHED, "fetched", now + 86400, status=200,
+                              record={"fetch_id": uuid.uuid4().hex, "url": claim.url},
+                              links=[({"href": c.url, "reason": None}, c) for c in new])  # fmt: skip
+            pairs += int(store.commit(claim, outcome, CYCLE, time.time()))
+        elif isinstance(claim, Drained):
+            break
+        else:
+            time.sleep(0.002)
+    store.close()
+    out.put(pairs)
+
+
+def measure(url: str, workers: int, seconds: float, links: int) -> float:
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    start = time.time() + 3.0  # let every process import and connect first
+    procs = [
+        ctx.Process(target=_delayed, args=(url, start, start + seconds, links, out))
+        for _ in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    total = sum(out.get() for _ in procs)
+    for p in procs:
+        p.join()
+    return total / seconds
+
+
+def _delayed(
+    url: str, start: float, deadline: float, links: int, out: multiprocessing.Queue
+) -> None:  # type: ignore[type-arg]
+    import atlas_pipeline.coordination  # noqa: F401  (import cost outside the timed window)
+
+    time.sleep(max(0.0, start - time.time()))
+    worker(url, deadline, links, out)
+
+
+def backends(tmp: Path) -> list[tuple[str, object]]:
+    import psycopg
+
+    pg = "postgresql://postgres@127.0.0.1:5432/test"
+    out: list[tuple[str, object]] = [("sqlite", lambda tag: f"sqlite:///{tmp / tag}.db")]
+    try:
+        psycopg.connect(pg, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        print(f"(PostgreSQL not reachable at {pg}: {exc}; run scripts/ensure_postgres.sh)")
+        return out
+
+    def pg_url(tag: str) -> str:
+        schema = f"atlas_bench_{tag}_{uuid.uuid4().hex[:6]}"
+        with psycopg.connect(pg, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        return f"{pg}?options=-csearch_path%3D{schema}"
+
+    out.append(("postgresql", pg_url))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--origins", type=int, default=200)
+    ap.add_argument("--urls-per-origin", type=int, default=200)
+    ap.add_argument("--links", type=int, default=10, help="new links offered with each commit")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"Coordination store: claim+commit pairs/s, {args.origins} origins x "
+              f"{args.urls_per_origin} URLs in one shard, gap 0, {args.links} new links a commit, "
+              f"{args.seconds:.0f} s per measurement, workers are processes")  # fmt: skip
+        print(
+            f"{'backend':<12}{'1 worker':>12}{f'{args.workers} workers':>14}{'scaling':>10}{'vs 500/s':>10}"
+        )
+        for name, make_url in backends(Path(tmp)):
+            rates = []
+            for n in (1, args.workers):
+                url = make_url(f"w{n}")  # type: ignore[operator]
+                prepare(url, args.origins, args.urls_per_origin)
+                rates.append(measure(url, n, args.seconds, args.links))
+            one, many = rates
+            print(f"{name:<12}{one:>12.0f}{many:>14.0f}{many / one:>9.2f}x{many / 500:>9.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -69,8 +69,6 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         _backend_url["url"] = f"sqlite:///{tmp_path / 'coord.db'}"
         yield "sqlite"
     else:
-        if request.node.get_closest_marker("sqlite_only"):
-            pytest.skip("SQLite-specific (files and paths)")
         _backend_url["url"] = request.getfixturevalue("pg_schema_url")
         yield "postgres"
     _backend_url.clear()
@@ -753,11 +751,8 @@ def test_advance_origin_clock_only_moves_forward(tmp_path: Path) -> None:
     assert claim(store, now + 10) == Wait(now + 20)
 
 
-def test_postgres_migrations_are_recorded_once_and_data_survives_a_reopen(
-    tmp_path: Path, backend: str
-) -> None:
-    if backend != "postgres":
-        pytest.skip("the SQLite twin is test_migrations_are_recorded_once")
+@pytest.mark.postgres_only
+def test_postgres_migrations_are_recorded_once_and_data_survives_a_reopen(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     store.discover([cand("https://news-a.example.test/a")], CYCLE)
     versions = [r[0] for r in store._conn().execute("SELECT version FROM schema_migrations")]

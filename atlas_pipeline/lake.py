@@ -61,6 +61,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 PARTITION_BY = {"urls": ["origin_shard"]}
 CHUNK_ROWS = 2000  # rows converted at a time when streaming a partition into Delta
+# deltalake buffers a streamed write until a file reaches this size; smaller files, less RSS
+TARGET_FILE_BYTES = 32 * 1024 * 1024
 RowSource = Sequence[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]]
 COMMIT_RETRIES = 8
 
@@ -115,10 +117,12 @@ class Lake:
             try:
                 if not self.exists(table):
                     write_deltalake(uri, reader, mode="append", partition_by=parts,
+                                    target_file_size=TARGET_FILE_BYTES,
                                     storage_options=self.storage_options)  # fmt: skip
                 else:
                     write_deltalake(uri, reader, mode="overwrite", partition_by=parts,
-                                    predicate=predicate, storage_options=self.storage_options)  # fmt: skip
+                                    predicate=predicate, target_file_size=TARGET_FILE_BYTES,
+                                    storage_options=self.storage_options)  # fmt: skip
                 return counter[0], DeltaTable(uri, storage_options=self.storage_options).version()
             except (CommitFailedError, DeltaError) as exc:
                 # Shards write disjoint partitions, but two first writers race to create the table.

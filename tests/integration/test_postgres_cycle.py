@@ -12,12 +12,15 @@ import dagster as dg
 import polars as pl
 import psycopg
 import pytest
+import yaml
 
 from assets.definitions import CRAWL_JOB, build_definitions
 from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
 from atlas_pipeline.sandbox import SandboxServer, normalize_url
 from tests.conftest import PG_URL, postgres_available, sandbox_config, write_config
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()
@@ -36,24 +39,25 @@ def dagster_pg_db() -> Iterator[str]:
 
 
 def test_cycle_on_postgres_store_and_postgres_instance(
-    sandbox: SandboxServer, tmp_path: Path, pg_schema_url: str, dagster_pg_db: str
+    sandbox: SandboxServer,
+    tmp_path: Path,
+    pg_schema_url: str,
+    dagster_pg_db: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cfg_path = write_config(
         tmp_path / "atlas.yaml", sandbox_config(sandbox, tmp_path, coordination_url=pg_schema_url)
     )
     cfg = load_config(cfg_path)
     job = build_definitions(cfg, str(cfg_path), None).resolve_job_def(CRAWL_JOB)
-    storage = {
-        "postgres": {
-            "postgres_db": {
-                "hostname": "127.0.0.1", "port": 5432, "username": "postgres", "password": "",
-                "db_name": dagster_pg_db,
-                "scheme": "postgresql+psycopg2",  # SQLAlchemy 2.1 would pick psycopg 3 and fail
-            }
-        }
-    }  # fmt: skip
+    # the shipped example, filled in from the environment like on a real machine
+    example = yaml.safe_load((ROOT / "examples" / "dagster-postgres.yaml").read_text())
+    for key, value in {"ATLAS_PG_HOST": "127.0.0.1", "ATLAS_PG_PORT": "5432",
+                       "ATLAS_PG_USER": "postgres", "ATLAS_PG_PASSWORD": "",
+                       "ATLAS_PG_DAGSTER_DB": dagster_pg_db}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
     sandbox.log.clear()
-    with dg.instance_for_test(overrides={"storage": storage}) as instance:
+    with dg.instance_for_test(overrides=example) as instance:
         instance.add_dynamic_partitions(CYCLE_PARTITIONS, ["c0001"])
         for shard in range(cfg.shards):
             res = job.execute_in_process(

@@ -2,29 +2,92 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from atlas_pipeline.sandbox import SandboxServer, SandboxWeb
+from atlas_pipeline.sandbox import SandboxWeb
 
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 
 
+class FileRequestLog:
+    """The sandbox's JSON-lines request log read from its file (the server is another process)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+
+    def clear(self) -> None:
+        self._offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def entries(self, settle_s: float = 0.5) -> list[dict[str, Any]]:
+        """Entries since clear(); waits (up to settle_s) until the file stops growing, since a
+        client can read its response a moment before the server has logged it."""
+        deadline = time.time() + settle_s
+        size = -1
+        while self.path.exists() and time.time() < deadline:
+            now = self.path.stat().st_size
+            if now == size:
+                break
+            size = now
+            time.sleep(0.05)
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as fh:
+            fh.seek(self._offset)
+            data = fh.read()
+        lines = data.decode("utf-8").splitlines()
+        if lines and not data.endswith(b"\n"):
+            lines = lines[:-1]  # a line still being written
+        return [json.loads(line) for line in lines if line]
+
+
+@dataclass
+class SandboxProcess:
+    """The sandbox web served by `atlas web` in its own process: the crawler under test never
+    shares a GIL with the server, so the times the server logs are the times requests arrived."""
+
+    web: SandboxWeb
+    port: int
+    log: FileRequestLog
+
+    def url(self, host: str, path: str = "/") -> str:
+        return self.web.url(host, path)
+
+
 @pytest.fixture(scope="session")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxServer]:
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxProcess]:
     """Three publishers plus two generated origins, 15 pages each, with a request log."""
-    web = SandboxWeb(seed=7, generated_origins=2, pages_per_origin=15)
     log = tmp_path_factory.mktemp("sandbox") / "requests.jsonl"
-    with SandboxServer(web, log_path=log) as server:
-        yield server
+    cmd = [sys.executable, "-m", "assets.cli", "web", "--port", "0", "--seed", "7",
+           "--origins", "2", "--pages", "15", "--log", str(log)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        found = re.search(r"127\.0\.0\.1:(\d+)", banner)
+        assert found, f"the sandbox did not start: {banner!r}"
+        port = int(found.group(1))
+        web = SandboxWeb(seed=7, generated_origins=2, pages_per_origin=15, port=port)
+        yield SandboxProcess(web, port, FileRequestLog(log))
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
-def sandbox_config(server: SandboxServer, data_dir: Path, **overrides: Any) -> dict[str, Any]:
+def sandbox_config(server: SandboxProcess, data_dir: Path, **overrides: Any) -> dict[str, Any]:
     """A crawl config for `server`: every sandbox host mapped to loopback, nothing else reachable."""
     web = server.web
     cfg: dict[str, Any] = {

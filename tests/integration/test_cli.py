@@ -11,8 +11,7 @@ import dagster as dg
 import polars as pl
 from dagster._core.instance.ref import InstanceRef
 
-from atlas_pipeline.sandbox import SandboxServer
-from tests.conftest import sandbox_config, write_config
+from tests.conftest import SandboxProcess, sandbox_config, write_config
 
 ATLAS = str(Path(sys.executable).parent / "atlas")
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +59,7 @@ def test_unopenable_sqlite_store_is_one_readable_line(tmp_path: Path) -> None:
     assert "cannot open the coordination store" in res.stderr
 
 
-def test_crawl_two_cycles_on_a_persistent_instance(sandbox: SandboxServer, tmp_path: Path) -> None:
+def test_crawl_two_cycles_on_a_persistent_instance(sandbox: SandboxProcess, tmp_path: Path) -> None:
     """Budget 6 pages per origin per cycle: the second cycle continues where the first stopped."""
     cfg = write_config(tmp_path / "atlas.yaml",
                        sandbox_config(sandbox, tmp_path, scope={"max_pages_per_origin": 6}))  # fmt: skip

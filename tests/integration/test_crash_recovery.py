@@ -18,8 +18,8 @@ import pytest
 from atlas_pipeline import defaults
 from atlas_pipeline.config import load_config
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
-from atlas_pipeline.sandbox import SandboxServer, normalize_url
-from tests.conftest import sandbox_config, write_config
+from atlas_pipeline.sandbox import normalize_url
+from tests.conftest import SandboxProcess, sandbox_config, write_config
 
 WORKER = """
 import sys
@@ -35,7 +35,7 @@ if __name__ == "__main__":
 """
 
 
-def _config(sandbox: SandboxServer, tmp_path: Path) -> Path:
+def _config(sandbox: SandboxProcess, tmp_path: Path) -> Path:
     # short leases so a dead worker's URLs come back within seconds
     return write_config(
         tmp_path / "atlas.yaml",
@@ -53,7 +53,7 @@ def _start(cfg: Path, tmp_path: Path) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
-def _wait_for_pages(sandbox: SandboxServer, n: int, timeout: float = 60) -> None:
+def _wait_for_pages(sandbox: SandboxProcess, n: int, timeout: float = 60) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if sum(e["path"] != "/robots.txt" for e in sandbox.log.entries(settle_s=0)) >= n:
@@ -62,7 +62,7 @@ def _wait_for_pages(sandbox: SandboxServer, n: int, timeout: float = 60) -> None
     raise AssertionError(f"fewer than {n} page requests within {timeout} s")
 
 
-def _resume_and_check(sandbox: SandboxServer, cfg_path: Path) -> dict[str, Any]:
+def _resume_and_check(sandbox: SandboxProcess, cfg_path: Path) -> dict[str, Any]:
     engine = Engine.from_config(load_config(cfg_path))
     plan_frontier(engine, "c0001", 0)
     result = fetch_shard(engine, "c0001", 0)
@@ -81,7 +81,7 @@ def _resume_and_check(sandbox: SandboxServer, cfg_path: Path) -> dict[str, Any]:
 
 
 def test_sigkill_mid_batch_loses_nothing_and_duplicates_no_document(
-    sandbox: SandboxServer, tmp_path: Path
+    sandbox: SandboxProcess, tmp_path: Path
 ) -> None:
     cfg = _config(sandbox, tmp_path)
     sandbox.log.clear()
@@ -99,7 +99,7 @@ def test_sigkill_mid_batch_loses_nothing_and_duplicates_no_document(
 
 
 def test_a_paused_worker_past_its_lease_has_its_commits_rejected(
-    sandbox: SandboxServer, tmp_path: Path
+    sandbox: SandboxProcess, tmp_path: Path
 ) -> None:
     cfg = _config(sandbox, tmp_path)
     sandbox.log.clear()

@@ -16,15 +16,15 @@ import pytest
 from assets.definitions import CRAWL_JOB, build_definitions
 from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
-from atlas_pipeline.sandbox import SandboxServer, normalize_url
-from tests.conftest import sandbox_config, write_config
+from atlas_pipeline.sandbox import normalize_url
+from tests.conftest import SandboxProcess, sandbox_config, write_config
 
 GAP_S = 0.2
 MAX_DEPTH = 50
 
 
 @pytest.fixture(scope="module")
-def crawled(sandbox: SandboxServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def crawled(sandbox: SandboxProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     data_dir = tmp_path_factory.mktemp("cycle")
     cfg_path = write_config(
         data_dir / "atlas.yaml",

@@ -17,8 +17,8 @@ import yaml
 from assets.definitions import CRAWL_JOB, build_definitions
 from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
-from atlas_pipeline.sandbox import SandboxServer, normalize_url
-from tests.conftest import PG_URL, postgres_available, sandbox_config, write_config
+from atlas_pipeline.sandbox import normalize_url
+from tests.conftest import PG_URL, SandboxProcess, postgres_available, sandbox_config, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def dagster_pg_db() -> Iterator[str]:
 
 
 def test_cycle_on_postgres_store_and_postgres_instance(
-    sandbox: SandboxServer,
+    sandbox: SandboxProcess,
     tmp_path: Path,
     pg_schema_url: str,
     dagster_pg_db: str,

@@ -177,6 +177,11 @@ class FetchBatch:
             self.store.finish_request(lease.url, lease.fence)
         self.stats.requests += 1
         self.stats.bytes += len(resp.body)
+        now = self.clock()
+        if now - lease.claimed_at > self.cfg.lease_s / 2:
+            # A slow response or a long parse queue: keep the URL rather than let the sweeper
+            # hand it to another worker (one extension, with this fence; else commit as is).
+            lease = self.store.extend_lease(lease, now, self.cfg.lease_s) or lease
         self._parsing += 1
         try:
             outcome = await self._outcome(lease, resp)

@@ -84,4 +84,9 @@ MIGRATIONS.append(
     (2, ["CREATE INDEX origins_clock ON origins (shard, next_eligible_at)"])
 )
 
+MIGRATIONS.append(
+    # A lease may be extended once, with its current fence.
+    (3, ["ALTER TABLE urls ADD COLUMN extended INTEGER NOT NULL DEFAULT 0"])
+)
+
 LATEST = MIGRATIONS[-1][0]

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -345,7 +346,8 @@ class SqliteStore:
             fence = int(row["fence"]) + 1
             c.execute(
                 """UPDATE urls SET state = 'leased', lease_id = ?, lease_expires_at = ?, fence = ?,
-                   attempts = attempts + 1, slot_held = 1, robots_version = ? WHERE seq = ?""",
+                   attempts = attempts + 1, slot_held = 1, robots_version = ?, extended = 0
+                   WHERE seq = ?""",
                 (lease_id, now + lease_s, fence, policy.version, row["seq"]),
             )
             return Lease(
@@ -373,6 +375,18 @@ class SqliteStore:
                 "UPDATE urls SET slot_held = 0 WHERE url = ? AND fence = ? AND state = 'leased'",
                 (url, fence),
             )
+
+    def extend_lease(self, lease: Lease, now: float, lease_s: float) -> Lease | None:
+        """Extend a live lease once, with its current fence; None if it is stale, expired or
+        already extended (the worker must then give up, not commit late)."""
+        with self._tx() as c:
+            cur = c.execute(
+                """UPDATE urls SET lease_expires_at = ?, extended = 1
+                   WHERE url = ? AND fence = ? AND state = 'leased' AND extended = 0
+                     AND lease_expires_at > ?""",
+                (now + lease_s, lease.url, lease.fence, now),
+            )
+            return replace(lease, expires_at=now + lease_s) if cur.rowcount == 1 else None
 
     def commit(self, lease: Lease, outcome: Outcome, cycle: str, now: float) -> bool:
         """Apply a fetch result if `lease` still owns the URL; else record a stale attempt."""

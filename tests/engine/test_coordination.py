@@ -777,3 +777,30 @@ def test_robots_backoff_also_holds_the_origin_clock(tmp_path: Path) -> None:
     store.put_robots(task, "unreachable", "", T0, 600.0, T0 + 600.0)
     assert claim(store, T0 + 599) == Wait(T0 + 600.0)
     assert isinstance(claim(store, T0 + 600), RobotsTask)
+
+
+def test_a_lease_can_be_extended_once_with_its_current_fence(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0)
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    put_robots(store, claim(store, T0), T0)
+    lease = claim(store, T0)
+    assert isinstance(lease, Lease)
+    extended = store.extend_lease(lease, T0 + 50, LEASE_S)
+    assert extended is not None and extended.expires_at == T0 + 50 + LEASE_S
+    assert store.sweep(lease.expires_at + 1) == 0  # the old expiry no longer frees it
+    assert store.extend_lease(extended, T0 + 60, LEASE_S) is None  # only once
+    assert store.commit(extended, outcome(), CYCLE, T0 + 70)
+
+
+def test_a_stale_or_expired_lease_cannot_be_extended(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0)
+    store.discover([cand("https://news-a.example.test/a")], CYCLE)
+    put_robots(store, claim(store, T0), T0)
+    old = claim(store, T0)
+    assert isinstance(old, Lease)
+    assert store.extend_lease(old, old.expires_at + 1, LEASE_S) is None  # expired
+    store.sweep(old.expires_at + 1)
+    new = claim(store, old.expires_at + 2)
+    assert isinstance(new, Lease) and new.fence == old.fence + 1
+    assert store.extend_lease(old, old.expires_at + 3, LEASE_S) is None  # stale fence
+    assert store.extend_lease(new, old.expires_at + 3, LEASE_S) is not None

@@ -20,7 +20,6 @@ import psycopg
 
 from ..errors import CoordinationError
 from .base import OriginPolicy
-from .schema import MIGRATIONS
 from .sqlite import SqliteStore
 
 _CLAIM_LOCK = 0x41544C53  # advisory lock class "ATLS"; the shard number is the second key
@@ -139,17 +138,9 @@ class PostgresStore(SqliteStore):
     def _lock_shard(self, c: Any, shard: int) -> None:
         c.execute("SELECT pg_advisory_xact_lock(?, ?)", (_CLAIM_LOCK, shard))
 
-    def _migrate(self) -> None:
-        with self._tx() as c:
-            # One migrator at a time, even when several runs start together.
-            c.execute("SELECT pg_advisory_xact_lock(?, ?)", (_CLAIM_LOCK, -1))
-            c.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)"
-            )
-            done = {r[0] for r in c.execute("SELECT version FROM schema_migrations")}
-            for version, statements in MIGRATIONS:
-                if version in done:
-                    continue
-                for stmt in statements:
-                    c.raw.execute(translate_ddl(stmt))
-                c.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
+    def _lock_migrations(self, c: Any) -> None:
+        # several runs may start together; one migrates, the others find it done
+        c.execute("SELECT pg_advisory_xact_lock(?, ?)", (_CLAIM_LOCK, -1))
+
+    def _ddl(self, stmt: str) -> str:
+        return translate_ddl(stmt)

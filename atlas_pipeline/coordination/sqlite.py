@@ -94,8 +94,16 @@ class SqliteStore:
             conn.close()
             self._local.conn = None
 
+    def _lock_migrations(self, c: Conn) -> None:
+        """One migrator at a time (IMMEDIATE already makes it so here)."""
+
+    def _ddl(self, stmt: str) -> str:
+        """A migration statement in this backend's dialect (MIGRATIONS are written for SQLite)."""
+        return stmt
+
     def _migrate(self) -> None:
         with self._tx() as c:
+            self._lock_migrations(c)
             c.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)"
             )
@@ -104,7 +112,7 @@ class SqliteStore:
                 if version in done:
                     continue
                 for stmt in statements:
-                    c.execute(stmt)
+                    c.execute(self._ddl(stmt))
                 c.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
 
     def schema_version(self) -> int:

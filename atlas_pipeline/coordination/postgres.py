@@ -57,7 +57,9 @@ def translate(sql: str) -> str:
     out = re.sub(r"MAX\(([\w.]+), ([\w.?]+)\)", r"GREATEST(\1, \2)", out)  # 2-arg scalar max
     out = out.replace("datetime('now')", "now()::text").replace("ORDER BY rowid", "ORDER BY ctid")
     if "INSERT OR IGNORE INTO" in out:
-        out = out.replace("INSERT OR IGNORE INTO", "INSERT INTO") + " ON CONFLICT DO NOTHING"
+        out = out.replace("INSERT OR IGNORE INTO", "INSERT INTO")
+        head, sep, tail = out.partition(" RETURNING ")
+        out = f"{head} ON CONFLICT DO NOTHING{sep}{tail}"
     if "INSERT OR REPLACE INTO fetch_records" in out:
         out = out.replace("INSERT OR REPLACE INTO", "INSERT INTO") + (
             " ON CONFLICT (fetch_id) DO UPDATE SET fence = EXCLUDED.fence,"

@@ -30,10 +30,7 @@ def politeness_violations(
         starts = [t.timestamp() for t in group["started_at"].to_list()]
         ends = [s + e for s, e in zip(starts, group["elapsed_s"].to_list(), strict=True)]
         gaps = [b - a for a, b in itertools.pairwise(starts)]
-        peak = max(
-            (sum(1 for s, e in zip(starts, ends, strict=True) if s <= t < e) for t in starts),
-            default=0,
-        )
+        peak = _peak_overlap(starts, ends)
         rows.append({"origin": origin, "requests": len(starts), "min_gap_s": min(gaps, default=None),
                      "peak_in_flight": peak})  # fmt: skip
     out = pl.DataFrame(rows, schema={"origin": pl.String, "requests": pl.Int64,
@@ -42,6 +39,16 @@ def politeness_violations(
         ok=(pl.col("min_gap_s").fill_null(float("inf")) >= min_gap_s - _EPSILON_S)
         & (pl.col("peak_in_flight") <= max_in_flight)
     )
+
+
+def _peak_overlap(starts: list[float], ends: list[float]) -> int:
+    """Most intervals [start, end) open at once (a sweep: ends before starts at a tie)."""
+    events = sorted([(s, 1) for s in starts] + [(e, -1) for e in ends], key=lambda x: (x[0], x[1]))
+    peak = now = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
 
 
 def build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChecksDefinition]:

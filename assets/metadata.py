@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,11 +59,7 @@ def preview(df: pl.DataFrame, columns: list[str], limit: int = 10) -> dg.Markdow
 
 
 def counts(values: list[str | None]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for v in values:
-        key = v or "(none)"
-        out[key] = out.get(key, 0) + 1
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+    return dict(Counter(v or "(none)" for v in values).most_common())
 
 
 def table_metadata(written: Written, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:

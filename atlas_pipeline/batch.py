@@ -43,7 +43,6 @@ REDIRECTS = (301, 302, 303, 307, 308)
 ROBOTS_MAX_HOPS = 5
 SWEEP_EVERY_S = 1.0
 MAX_SLEEP_S = 0.5  # look at the store again at least this often (other runs change it)
-PARSE_QUEUE_PER_WORKER = 3  # parse jobs queued per extraction worker
 MAX_RETRY_AFTER_S = (
     24 * 3600.0
 )  # a Retry-After beyond this is taken as this  # look at the store again at least this often (other runs change it)
@@ -91,11 +90,11 @@ class FetchBatch:
         self.stats = BatchStats(cycle, shard, clock())
         self.rng = random.Random()
         self._policies: dict[str, RobotsPolicy] = {}
-        # A few jobs queued per worker, so a worker never idles while the loop is busy.
-        self._parse_slots = asyncio.Semaphore(pool.workers * PARSE_QUEUE_PER_WORKER)
         self._pending_text: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._net_active = 0  # requests on the wire
         self._parsing = 0  # fetched pages waiting for or in extraction
+        # Fetching pauses at this many pages awaiting extraction: a few per worker, so no
+        # worker idles while the loop is busy, and the pool's queue stays bounded.
         self._parse_backlog = pool.workers * d.PARSE_BACKLOG_PER_WORKER
         self._failure: BaseException | None = None
 
@@ -292,9 +291,8 @@ class FetchBatch:
             mine = asyncio.get_running_loop().create_future()
             self._pending_text[key] = mine
         try:
-            async with self._parse_slots:
-                fut = self.pool.submit(resp.body, lease.url, resp.charset, mine is not None)
-                parsed = await asyncio.wrap_future(fut)
+            fut = self.pool.submit(resp.body, lease.url, resp.charset, mine is not None)
+            parsed = await asyncio.wrap_future(fut)
             if mine is not None:
                 self.bodies.put_extraction(key, d.EXTRACTION_VERSION, parsed["extraction"])
                 mine.set_result(parsed["extraction"])

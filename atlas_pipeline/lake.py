@@ -125,8 +125,9 @@ class Lake:
                                     storage_options=self.storage_options)  # fmt: skip
                 return counter[0], DeltaTable(uri, storage_options=self.storage_options).version()
             except (CommitFailedError, DeltaError) as exc:
-                # Shards write disjoint partitions, but two first writers race to create the table.
-                if attempt == COMMIT_RETRIES - 1 or not callable(rows):
+                # Shards write disjoint partitions, but two first writers race to create the table;
+                # a row source (a sequence, or a function returning an iterable) can be replayed.
+                if attempt == COMMIT_RETRIES - 1:
                     raise LakeError(f"cannot write {uri}: {exc}") from exc
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")

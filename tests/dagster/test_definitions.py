@@ -67,4 +67,4 @@ def test_partition_keys_round_trip_under_direct_invocation() -> None:
 def test_next_cycle_key_is_sortable_and_ignores_foreign_keys() -> None:
     assert next_cycle_key([]) == "c0001"
     assert next_cycle_key(["c0001", "c0009", "manual"]) == "c0010"
-    assert sorted(["c0010", "c0009"]) == ["c0009", "c0010"]
+    assert next_cycle_key([f"c{n:04d}" for n in range(1, 10)]) == "c0010"  # sorts after c0009

@@ -1,0 +1,39 @@
+"""The safety checks judge data: they fail on a gap or concurrency violation they are shown."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import polars as pl
+
+from assets.checks import politeness_violations
+
+
+def fetches(rows: list[tuple[str, float, float]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "origin": [o for o, _, _ in rows],
+            "started_at": [datetime.fromtimestamp(s, UTC) for _, s, _ in rows],
+            "elapsed_s": [e for _, _, e in rows],
+        }
+    )
+
+
+def test_spaced_sequential_requests_pass() -> None:
+    df = fetches([("a", 0.0, 0.1), ("a", 1.0, 0.1), ("b", 0.0, 0.5), ("b", 1.2, 0.1)])
+    report = politeness_violations(df, min_gap_s=1.0, max_in_flight=1)
+    assert report["ok"].all()
+    assert report.filter(pl.col("origin") == "a")["min_gap_s"].item() == 1.0
+
+
+def test_a_short_gap_fails_only_its_origin() -> None:
+    df = fetches([("a", 0.0, 0.1), ("a", 0.9, 0.1), ("b", 0.0, 0.1), ("b", 2.0, 0.1)])
+    report = politeness_violations(df, min_gap_s=1.0, max_in_flight=1)
+    assert dict(report.select("origin", "ok").iter_rows()) == {"a": False, "b": True}
+
+
+def test_overlapping_requests_beyond_the_cap_fail() -> None:
+    df = fetches([("a", 0.0, 5.0), ("a", 1.0, 5.0), ("a", 2.0, 5.0), ("a", 10.0, 0.1)])
+    report = politeness_violations(df, min_gap_s=1.0, max_in_flight=2)
+    assert report["peak_in_flight"].item() == 3 and not report["ok"].item()
+    assert politeness_violations(df, min_gap_s=1.0, max_in_flight=3)["ok"].item()

@@ -4,18 +4,26 @@ Per URL: claim (lease + fence, origin clock advanced) -> egress-checked bounded 
 slot released -> body put (idempotent) -> parse in a worker process -> fenced commit that
 stores the fetch record, the document and the parse manifest (links) in one transaction.
 The lake is written from those committed records afterwards, so a crash loses nothing.
+
+Fetch tasks never wait on the store: the batch loop is its only caller on the hot path. Each
+turn it group-commits the spooled results, pushes origin clocks, and claims as many URLs as
+there is room for while giving back finished slots in the same transaction. When the store is
+unreachable the loop stops claiming, keeps the spool (bounded: nothing new is leased) and
+retries with backoff; past `limits.store_outage_s` the batch fails with a clear error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import random
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from . import defaults as d
 from .bodies import BodyStore
@@ -30,6 +38,7 @@ from .coordination import (
     Wait,
 )
 from .egress import EgressGate
+from .errors import CoordinationError, StaleAttempt, StoreUnavailable
 from .fetcher import Response, fetch, make_session
 from .parsing import ExtractorPool
 from .politeness import backoff_s, origin_gap, parse_retry_after
@@ -38,14 +47,16 @@ from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
 from .scope import ScopeGuard
 from .urls import BadUrl, normalize
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 REDIRECTS = (301, 302, 303, 307, 308)
 ROBOTS_MAX_HOPS = 5
 SWEEP_EVERY_S = 1.0
 MAX_SLEEP_S = 0.5  # look at the store again at least this often (other runs change it)
-MAX_RETRY_AFTER_S = (
-    24 * 3600.0
-)  # a Retry-After beyond this is taken as this  # look at the store again at least this often (other runs change it)
+OUTAGE_RETRY_S = (0.1, 5.0)  # first and longest wait between attempts on an unreachable store
+MAX_RETRY_AFTER_S = 24 * 3600.0  # a Retry-After beyond this is taken as this
 
 
 @dataclass
@@ -63,11 +74,50 @@ class BatchStats:
     extraction_reused: int = 0
     stale_commits: int = 0
     deferred: int = 0
+    store_outages: int = 0  # times the store became unreachable during the batch
+    store_outage_s: float = 0.0  # total time it was unreachable
+    max_spooled: int = 0  # most results held uncommitted at once
     outcomes: Counter[str] = field(default_factory=Counter)
 
     @property
     def elapsed_s(self) -> float:
         return self.finished_at - self.started_at
+
+
+class StoreOutage:
+    """An unreachable store: backoff between attempts; an error once it lasts too long."""
+
+    def __init__(
+        self, store_url: str, limit_s: float, stats: BatchStats, clock: Callable[[], float]
+    ) -> None:
+        self.store_url, self.limit_s, self.stats, self.clock = store_url, limit_s, stats, clock
+        self.down_since: float | None = None
+        self.retry_at = 0.0
+        self._delay = OUTAGE_RETRY_S[0]
+
+    def failed(self, exc: StoreUnavailable) -> float:
+        """Note a failed attempt; seconds to wait before the next one."""
+        now = self.clock()
+        if self.down_since is None:
+            self.down_since = now
+            self.stats.store_outages += 1
+            log.warning("coordination store unreachable, holding results and claims: %s", exc)
+        elif now - self.down_since > self.limit_s:
+            raise CoordinationError(
+                f"the coordination store {self.store_url} was unreachable for "
+                f"{now - self.down_since:.0f} s (limits.store_outage_s = {self.limit_s:g}): {exc}. "
+                "Uncommitted results are fetched again once their leases expire; "
+                "bring the store back and re-run this partition."
+            ) from exc
+        delay, self._delay = self._delay, min(self._delay * 2, OUTAGE_RETRY_S[1])
+        self.retry_at = now + delay
+        return delay
+
+    def ok(self) -> None:
+        if self.down_since is not None:
+            self.stats.store_outage_s += self.clock() - self.down_since
+            log.warning("coordination store reachable again")
+        self.down_since, self.retry_at, self._delay = None, 0.0, OUTAGE_RETRY_S[0]
 
 
 class FetchBatch:
@@ -88,6 +138,7 @@ class FetchBatch:
         self.gate = EgressGate(cfg.resolve, cfg.resolve_only)
         self.guard = ScopeGuard(cfg)
         self.stats = BatchStats(cycle, shard, clock())
+        self.outage = StoreOutage(store.url, cfg.limits.store_outage_s, self.stats, clock)
         self.rng = random.Random()
         self._policies: dict[str, RobotsPolicy] = {}
         self._pending_text: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -97,6 +148,12 @@ class FetchBatch:
         # worker idles while the loop is busy, and the pool's queue stays bounded.
         self._parse_backlog = pool.workers * d.PARSE_BACKLOG_PER_WORKER
         self._failure: BaseException | None = None
+        # What the loop owes the store: slots to give back, results to commit, clock pushes.
+        self._finished: list[tuple[str, int]] = []
+        self._spool: list[tuple[Lease, Outcome, asyncio.Future[bool]]] = []
+        self._pushes: dict[str, tuple[float, float]] = {}
+        self._wake = asyncio.Event()
+        self._last_sweep = 0.0
 
     async def run(self) -> BatchStats:
         async with make_session(self.cfg, self.gate) as session:
@@ -107,32 +164,28 @@ class FetchBatch:
 
     async def _loop(self) -> None:
         tasks: set[asyncio.Task[None]] = set()
-        last_sweep = 0.0
         while True:
+            self._wake.clear()
             now = self.clock()
-            if now - last_sweep >= SWEEP_EVERY_S:
-                self.store.sweep(now)
-                last_sweep = now
             if self._failure is not None:
                 raise self._failure  # a bug in a fetch task fails the batch loudly
-            full = self._net_active >= self.cfg.politeness.global_concurrency
-            if full or self._parsing >= self._parse_backlog:
-                await _wait_any(tasks, MAX_SLEEP_S)
+            if not self._flush(now):
+                await self._sleep(min(self.outage.retry_at - now, MAX_SLEEP_S))
                 continue
-            claim = self.store.claim(
-                self.cycle, self.shard, now, self.cfg.robots_token, self.cfg.lease_s
+            room = min(
+                self.cfg.politeness.global_concurrency - self._net_active,
+                self._parse_backlog - self._parsing,
             )
-            if isinstance(claim, Lease | RobotsTask):
-                self._net_active += 1  # counted from the claim, so the next turn sees it
-                job = (
-                    self._fetch_url(claim)
-                    if isinstance(claim, Lease)
-                    else self._fetch_robots(claim)
-                )
-                task = asyncio.create_task(job)
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-                task.add_done_callback(self._note_failure)
+            if room <= 0:
+                self._give_back_slots()
+                await self._sleep(MAX_SLEEP_S)
+                continue
+            claim = self._claim(now, room)
+            if claim is None:
+                continue
+            if isinstance(claim, list):
+                for job in claim:
+                    self._start(tasks, job)
                 continue
             if isinstance(claim, Drained) and not tasks:
                 return
@@ -142,7 +195,96 @@ class FetchBatch:
                     self.cycle, self.shard, Reason.DEFERRED_BACKOFF.value
                 )
                 return
-            await _wait_any(tasks, min(max(idle, 0.0), MAX_SLEEP_S) if idle else MAX_SLEEP_S)
+            await self._sleep(min(max(idle, 0.0), MAX_SLEEP_S) if idle else MAX_SLEEP_S)
+
+    def _start(self, tasks: set[asyncio.Task[None]], claim: Lease | RobotsTask) -> None:
+        self._net_active += 1  # counted from the claim, so the next turn sees it
+        job = self._fetch_url(claim) if isinstance(claim, Lease) else self._fetch_robots(claim)
+        task = asyncio.create_task(job)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        task.add_done_callback(self._note_failure)
+        task.add_done_callback(lambda _: self._wake.set())
+
+    async def _sleep(self, timeout: float) -> None:
+        """Until a task has something for the store (or ends), or `timeout`."""
+        if timeout <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+    # the store pump ------------------------------------------------------------------
+    def _flush(self, now: float) -> bool:
+        """Push origin clocks, commit the spool, sweep when due; False while the store is
+        unreachable (everything owed is kept for the next attempt)."""
+        if now < self.outage.retry_at:
+            return False
+        try:
+            if self._pushes:
+                pushes = [(o, t, b) for o, (t, b) in self._pushes.items()]
+                self.store.push_origin_clocks(pushes)
+                self._pushes.clear()
+            if self._spool:
+                spool = self._spool
+                applied = self.store.commit_batch([(x, o) for x, o, _ in spool], self.cycle,
+                                                  self.clock())  # fmt: skip
+                self._spool = []
+                for (_, _, fut), ok in zip(spool, applied, strict=True):
+                    if not fut.done():
+                        fut.set_result(ok)
+            if now - self._last_sweep >= SWEEP_EVERY_S:
+                self.store.sweep(now)
+                self._last_sweep = now
+        except StoreUnavailable as exc:
+            self.outage.failed(exc)
+            return False
+        self.outage.ok()
+        return True
+
+    def _claim(self, now: float, room: int) -> list[Lease | RobotsTask] | Wait | Drained | None:
+        finished, self._finished = self._finished, []
+        try:
+            return self.store.claim_batch(self.cycle, self.shard, now, self.cfg.robots_token,
+                                          self.cfg.lease_s, room, finished)  # fmt: skip
+        except StoreUnavailable as exc:
+            self._finished = finished + self._finished
+            self.outage.failed(exc)
+            return None
+
+    def _give_back_slots(self) -> None:
+        if not self._finished:
+            return
+        finished, self._finished = self._finished, []
+        try:
+            self.store.release_slots(finished)
+        except StoreUnavailable as exc:
+            self._finished = finished + self._finished
+            self.outage.failed(exc)
+
+    def _push_clock(
+        self, origin: str, next_eligible_at: float = 0.0, backoff_until: float = 0.0
+    ) -> None:
+        t, b = self._pushes.get(origin, (0.0, 0.0))
+        self._pushes[origin] = (max(t, next_eligible_at), max(b, backoff_until))
+        self._wake.set()
+
+    async def _commit(self, lease: Lease, outcome: Outcome) -> bool:
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._spool.append((lease, outcome, fut))
+        self.stats.max_spooled = max(self.stats.max_spooled, len(self._spool))
+        self._wake.set()
+        return await fut
+
+    async def _durably(self, call: Callable[[], T]) -> T:
+        """A store call a task cannot do without (robots): retried through an outage."""
+        while True:
+            try:
+                result = call()
+            except StoreUnavailable as exc:
+                await asyncio.sleep(self.outage.failed(exc))
+                continue
+            self.outage.ok()
+            return result
 
     def _note_failure(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None and self._failure is None:
@@ -162,7 +304,7 @@ class FetchBatch:
         # (a busy event loop), the origin's next slot moves with it.
         started = self.clock()
         if claim.gap_s > 0 and started - claim.claimed_at > d.START_SLACK_S:
-            self.store.advance_origin_clock(claim.origin, started + claim.gap_s)
+            self._push_clock(claim.origin, next_eligible_at=started + claim.gap_s)
 
     async def _fetch_url(self, lease: Lease) -> None:
         self._note_start(lease)
@@ -173,20 +315,24 @@ class FetchBatch:
             )  # fmt: skip
         finally:
             self._net_active -= 1
-            self.store.finish_request(lease.url, lease.fence)
+            self._finished.append((lease.url, lease.fence))
+            self._wake.set()
         self.stats.requests += 1
         self.stats.bytes += len(resp.body)
         now = self.clock()
         if now - lease.claimed_at > self.cfg.lease_s / 2:
             # A slow response or a long parse queue: keep the URL rather than let the sweeper
             # hand it to another worker (one extension, with this fence; else commit as is).
-            lease = self.store.extend_lease(lease, now, self.cfg.lease_s) or lease
+            try:
+                lease = self.store.extend_lease(lease, now, self.cfg.lease_s) or lease
+            except StoreUnavailable as exc:
+                self.outage.failed(exc)  # the commit will tell whether the lease held
         self._parsing += 1
         try:
             outcome = await self._outcome(lease, resp)
         finally:
             self._parsing -= 1
-        if self.store.commit(lease, outcome, self.cycle, self.clock()):
+        if await self._commit(lease, outcome):
             self.stats.outcomes[outcome.reason] += 1
         else:
             self.stats.stale_commits += 1
@@ -244,7 +390,7 @@ class FetchBatch:
             wait = parse_retry_after(resp.headers.get("retry-after"), now)
             if wait is None:
                 wait = backoff_s(lease.attempts, self.cfg.limits.retry_backoff_s, 3600.0, self.rng)
-            self.store.backoff_origin(lease.origin, now + min(wait, MAX_RETRY_AFTER_S))
+            self._push_clock(lease.origin, backoff_until=now + min(wait, MAX_RETRY_AFTER_S))
             reason = (
                 Reason.HTTP_THROTTLED.value if status == 429 else Reason.HTTP_SERVER_ERROR.value
             )
@@ -384,7 +530,7 @@ class FetchBatch:
         elif status is RobotsStatus.UNREACHABLE:
             ttl = self.cfg.robots.unreachable_backoff_s
             backoff_until = now + ttl
-            status, text = self._last_good_copy(task.origin, now)
+            status, text = await self._last_good_copy(task.origin, now)
         policy = RobotsPolicy(task.origin, 0, status, text)
         gap = origin_gap(self.cfg.politeness.min_gap_s, policy.crawl_delay(self.cfg.robots_token),
                          self.cfg.politeness.crawl_delay_cap_s)  # fmt: skip
@@ -397,15 +543,21 @@ class FetchBatch:
             "lease_id": task.lease_id, "fence": 0, "attempt": 1, "robots_version": None,
             "error": resp.detail, "body_key": None,
         }  # fmt: skip
-        stored = self.store.put_robots(task, status.value, text, now, ttl, backoff_until, gap, good,
-                                       cycle=self.cycle, shard=self.shard, record=record)  # fmt: skip
+        try:
+            stored = await self._durably(
+                lambda: self.store.put_robots(task, status.value, text, now, ttl, backoff_until, gap,
+                                              good, cycle=self.cycle, shard=self.shard, record=record)
+            )  # fmt: skip
+        except StaleAttempt:
+            self.stats.stale_commits += 1  # the robots lease ran out; another claim refetches it
+            return
         self._policies[task.origin] = RobotsPolicy(
             task.origin, stored.version, RobotsStatus(stored.status), stored.text
         )
 
-    def _last_good_copy(self, origin: str, now: float) -> tuple[RobotsStatus, str]:
-        prev = self.store.robots(origin)
-        good_at = self.store.robots_good_at(origin)
+    async def _last_good_copy(self, origin: str, now: float) -> tuple[RobotsStatus, str]:
+        prev = await self._durably(lambda: self.store.robots(origin))
+        good_at = await self._durably(lambda: self.store.robots_good_at(origin))
         fresh_enough = good_at is not None and now - good_at <= self.cfg.robots.stale_grace_s
         if prev and prev.status == RobotsStatus.PARSED.value and fresh_enough:
             return RobotsStatus.PARSED, prev.text
@@ -437,13 +589,6 @@ def _origin_base(origin: str) -> str:
     host, port = rest.rsplit(":", 1)
     default = {"http": "80", "https": "443"}[scheme]
     return f"{scheme}://{host}" if port == default else f"{scheme}://{host}:{port}"
-
-
-async def _wait_any(tasks: set[asyncio.Task[None]], timeout: float) -> None:
-    if tasks:
-        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    else:
-        await asyncio.sleep(timeout)
 
 
 def run_batch(

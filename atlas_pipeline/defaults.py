@@ -36,6 +36,7 @@ ROBOTS_429_BACKOFF_S = 300.0  # origin backoff after robots 429 without Retry-Af
 # Retries
 MAX_ATTEMPTS = 3  # fetch attempts per URL per cycle before it becomes terminal
 RETRY_BACKOFF_S = 60.0  # base delay before a failed URL is eligible again
+STORE_OUTAGE_S = 300.0  # a batch waits this long for an unreachable coordination store
 
 # Revisit
 REVISIT_INTERVAL_S = (

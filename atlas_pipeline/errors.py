@@ -4,6 +4,7 @@ AtlasError
  +-- ConfigError            a crawl config key or value is wrong (message names it and the fix)
  +-- CoordinationError      the coordination store cannot be reached or used
  |    +-- StaleAttempt      a commit presented a fence token that is no longer current
+ |    +-- StoreUnavailable  the store is unreachable for now (retry later; nothing applied)
  +-- EgressRefused          a destination address is not allowed (SSRF gate)
  +-- LakeError              a Delta table cannot be read or written
 """
@@ -30,6 +31,11 @@ class StaleAttempt(CoordinationError):
         super().__init__(f"stale attempt on {url}: fence {fence} is no longer current")
         self.url = url
         self.fence = fence
+
+
+class StoreUnavailable(CoordinationError):
+    """The store could not be reached or the transaction was rolled back (connection lost,
+    server down, deadlock, lock timeout): nothing was applied, the call may be retried."""
 
 
 class EgressRefused(AtlasError):

@@ -4,7 +4,10 @@ Each worker is its own process with its own connection, as cooperating runs woul
 URLs sit in one shard, so every claim contends for the same shard (the worst case), and
 each commit carries a page's worth of new links. Baseline: one worker on the same backend.
 
-    python benchmarks/store_throughput.py [--workers 16] [--seconds 8] [--links 10]
+Each worker claims up to --batch URLs per call and commits them as one group, as a fetch
+batch's store pump does; batch 1 (one claim, one commit per page) is the baseline.
+
+    python benchmarks/store_throughput.py [--workers 16] [--seconds 8] [--links 10] [--batch 8]
 """
 
 from __future__ import annotations
@@ -44,54 +47,68 @@ def prepare(url: str, origins: int, urls_per_origin: int) -> None:
     store.close()
 
 
-def worker(url: str, deadline: float, links: int, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def worker(url: str, deadline: float, links: int, batch: int, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    """A fetch batch's store traffic with zero-length fetches: claim up to `batch` URLs (giving
+    back the previous round's slots in the same call), then commit them as one group."""
     from atlas_pipeline.coordination import Drained, Lease, Outcome, RobotsTask, UrlState
 
     store = _store(url)
     pairs = 0
+    finished: list[tuple[str, int]] = []
     while time.time() < deadline:
         now = time.time()
-        claim = store.claim(CYCLE, SHARD, now, TOKEN, 60.0)
-        if isinstance(claim, RobotsTask):
-            store.put_robots(claim, "parsed", ROBOTS, now, 3600.0, 0.0)
-        elif isinstance(claim, Lease):
-            store.finish_request(claim.url, claim.fence)
-            new = [_cand(f"{claim.url}/l{i}", claim.origin, claim.depth + 1) for i in range(links)]
-            outcome = Outcome(UrlState.FETCHED, "fetched", now + 86400, status=200,
-                              record={"fetch_id": uuid.uuid4().hex, "url": claim.url},
-                              links=[({"href": c.url, "reason": None}, c) for c in new])  # fmt: skip
-            pairs += int(store.commit(claim, outcome, CYCLE, time.time()))
-        elif isinstance(claim, Drained):
+        got = store.claim_batch(CYCLE, SHARD, now, TOKEN, 60.0, batch, finished)
+        finished = []
+        if isinstance(got, Drained):
             break
-        else:
+        if not isinstance(got, list):
             time.sleep(0.002)
+            continue
+        results = []
+        for claim in got:
+            if isinstance(claim, RobotsTask):
+                store.put_robots(claim, "parsed", ROBOTS, now, 3600.0, 0.0)
+            elif isinstance(claim, Lease):
+                finished.append((claim.url, claim.fence))
+                new = [
+                    _cand(f"{claim.url}/l{i}", claim.origin, claim.depth + 1) for i in range(links)
+                ]
+                outcome = Outcome(UrlState.FETCHED, "fetched", now + 86400, status=200,
+                                  record={"fetch_id": uuid.uuid4().hex, "url": claim.url},
+                                  links=[({"href": c.url, "reason": None}, c) for c in new])  # fmt: skip
+                results.append((claim, outcome))
+        pairs += sum(store.commit_batch(results, CYCLE, time.time()))
     store.close()
     out.put(pairs)
 
 
-def measure(url: str, workers: int, seconds: float, links: int) -> float:
+def measure(url: str, workers: int, seconds: float, links: int, batch: int) -> float:
     ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    start = time.time() + 3.0  # let every process import and connect first
+    out, ready, go = ctx.Queue(), ctx.Queue(), ctx.Queue()
     procs = [
-        ctx.Process(target=_delayed, args=(url, start, start + seconds, links, out))
+        ctx.Process(target=_delayed, args=(url, seconds, links, batch, ready, go, out))
         for _ in range(workers)
     ]
     for p in procs:
         p.start()
+    for _ in procs:  # every process imported and connected: start the clock for all at once
+        ready.get()
+    start = time.time() + 0.2
+    for _ in procs:
+        go.put(start)
     total = sum(out.get() for _ in procs)
     for p in procs:
         p.join()
     return total / seconds
 
 
-def _delayed(
-    url: str, start: float, deadline: float, links: int, out: multiprocessing.Queue
-) -> None:  # type: ignore[type-arg]
-    import atlas_pipeline.coordination  # noqa: F401  (import cost outside the timed window)
-
+def _delayed(url: str, seconds: float, links: int, batch: int, ready: multiprocessing.Queue,  # type: ignore[type-arg]
+             go: multiprocessing.Queue, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]  # fmt: skip
+    _store(url).close()  # import and connect outside the timed window
+    ready.put(1)
+    start = go.get()
     time.sleep(max(0.0, start - time.time()))
-    worker(url, deadline, links, out)
+    worker(url, start + seconds, links, batch, out)
 
 
 def backends(tmp: Path) -> list[tuple[str, object]]:
@@ -122,22 +139,27 @@ def main() -> None:
     ap.add_argument("--origins", type=int, default=200)
     ap.add_argument("--urls-per-origin", type=int, default=200)
     ap.add_argument("--links", type=int, default=10, help="new links offered with each commit")
+    ap.add_argument("--batch", type=int, default=8,
+                    help="claims per call and commits per group (a batch's requests in flight)")  # fmt: skip
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         print(f"Coordination store: claim+commit pairs/s, {args.origins} origins x "
               f"{args.urls_per_origin} URLs in one shard, gap 0, {args.links} new links a commit, "
               f"{args.seconds:.0f} s per measurement, workers are processes")  # fmt: skip
-        print(
-            f"{'backend':<12}{'1 worker':>12}{f'{args.workers} workers':>14}{'scaling':>10}{'vs 500/s':>10}"
-        )
+        print(f"{'backend':<12}{'batch':>6}{'1 worker':>10}{f'{args.workers} workers':>12}"
+              f"{'scaling':>9}{'vs 500/s':>10}{'vs batch 1':>12}")  # fmt: skip
         for name, make_url in backends(Path(tmp)):
-            rates = []
-            for n in (1, args.workers):
-                url = make_url(f"w{n}")  # type: ignore[operator]
-                prepare(url, args.origins, args.urls_per_origin)
-                rates.append(measure(url, n, args.seconds, args.links))
-            one, many = rates
-            print(f"{name:<12}{one:>12.0f}{many:>14.0f}{many / one:>9.2f}x{many / 500:>9.2f}x")
+            unbatched = 0.0
+            for batch in (1, args.batch):
+                rates = []
+                for n in (1, args.workers):
+                    url = make_url(f"w{n}b{batch}")  # type: ignore[operator]
+                    prepare(url, args.origins, args.urls_per_origin)
+                    rates.append(measure(url, n, args.seconds, args.links, batch))
+                one, many = rates
+                unbatched = unbatched or many
+                print(f"{name:<12}{batch:>6}{one:>10.0f}{many:>12.0f}{many / one:>8.2f}x"
+                      f"{many / 500:>9.2f}x{many / unbatched:>11.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

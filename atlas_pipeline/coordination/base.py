@@ -11,11 +11,16 @@ URL states (one per row, seed 000 ch. 9):
 A claim is one short transaction: pick the origin that is eligible soonest under its caps,
 take its best URL (re-checked against the robots policy in force), lease it with a new fence
 token and advance the origin clock. A commit applies only while (url, fence, leased) match.
+claim_batch and commit_batch do the same for many URLs in one transaction each, so a batch
+pays a few round trips per group of pages instead of per page.
+
+Calls raise StoreUnavailable when the store cannot be reached or rolled the transaction back;
+nothing was applied then, and the caller may retry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -144,11 +149,28 @@ class CoordinationStore(Protocol):
 
     def claim(self, cycle: str, shard: int, now: float, token: str, lease_s: float) -> Claim: ...
 
+    def claim_batch(
+        self,
+        cycle: str,
+        shard: int,
+        now: float,
+        token: str,
+        lease_s: float,
+        limit: int,
+        release: Sequence[tuple[str, int]] = (),
+    ) -> list[Lease | RobotsTask] | Wait | Drained: ...
+
     def finish_request(self, url: str, fence: int) -> None: ...
+
+    def release_slots(self, finished: Sequence[tuple[str, int]]) -> None: ...
 
     def extend_lease(self, lease: Lease, now: float, lease_s: float) -> Lease | None: ...
 
     def commit(self, lease: Lease, outcome: Outcome, cycle: str, now: float) -> bool: ...
+
+    def commit_batch(
+        self, results: Sequence[tuple[Lease, Outcome]], cycle: str, now: float
+    ) -> list[bool]: ...
 
     def robots(self, origin: str) -> RobotsRecord | None: ...
 
@@ -170,6 +192,8 @@ class CoordinationStore(Protocol):
     ) -> RobotsRecord: ...
 
     def advance_origin_clock(self, origin: str, next_eligible_at: float) -> None: ...
+
+    def push_origin_clocks(self, pushes: Sequence[tuple[str, float, float]]) -> None: ...
 
     def backoff_origin(self, origin: str, until: float) -> None: ...
 

@@ -18,11 +18,31 @@ from urllib.parse import urlsplit
 
 import psycopg
 
-from ..errors import CoordinationError
-from .base import OriginPolicy
+from ..errors import CoordinationError, StoreUnavailable
+from .base import Lease, OriginPolicy, Outcome
 from .sqlite import SqliteStore
 
 _CLAIM_LOCK = 0x41544C53  # advisory lock class "ATLS"; the shard number is the second key
+
+
+_INSERT_URLS = """
+    INSERT INTO urls (url, discovered_url, origin, shard, depth, priority, state, reason, cycle,
+                      robots_version, source, discovered_cycle, discovered_at)
+    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::int[],
+                         %s::float8[], %s::text[], %s::text[], %s::text[], %s::int[],
+                         %s::text[], %s::text[], %s::float8[])
+    ON CONFLICT DO NOTHING RETURNING url"""
+
+_APPLY = """
+    UPDATE urls u SET state = v.state, reason = v.reason, due_at = v.due_at, lease_id = NULL,
+        lease_expires_at = NULL, slot_held = 0, last_fetch_at = %s, last_status = v.status,
+        etag = COALESCE(v.etag, u.etag), last_modified = COALESCE(v.lm, u.last_modified),
+        content_hash = COALESCE(v.ch, u.content_hash)
+    FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::float8[], %s::int[],
+                %s::text[], %s::text[], %s::text[]) AS v(url, fence, state, reason, due_at,
+                                                         status, etag, lm, ch)
+    WHERE u.url = v.url AND u.fence = v.fence AND u.state = 'leased'
+    RETURNING u.url, u.fence"""
 
 
 class _Row(tuple[Any, ...]):
@@ -108,8 +128,9 @@ class PostgresStore(SqliteStore):
         self._policies = {}
         try:
             self._migrate()
-        except psycopg.OperationalError as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        except StoreUnavailable as exc:
+            cause = exc.__cause__ or exc
+            first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
             raise CoordinationError(
                 f"cannot reach the coordination store {redact(url)} ({first}); "
                 "start PostgreSQL or fix coordination_url"
@@ -127,15 +148,65 @@ class PostgresStore(SqliteStore):
 
     @contextmanager
     def _tx(self) -> Iterator[_Conn]:
-        conn = self._conn()
-        with conn.raw.transaction():
-            yield conn
+        with self._unavailable_as_error():
+            conn = self._conn()
+            with conn.raw.transaction():
+                yield conn
+
+    @contextmanager
+    def _unavailable_as_error(self) -> Iterator[None]:
+        """Lost connections, a stopped server, deadlocks and serialization failures roll the
+        transaction back: an outage (or a clash) to retry, not a bug."""
+        try:
+            yield
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            conn: _Conn | None = getattr(self._local, "conn", None)
+            if conn is not None and (conn.raw.closed or conn.raw.broken):
+                self._local.conn = None  # reconnect on the next call
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise StoreUnavailable(f"coordination store {redact(self.url)}: {first}") from exc
 
     def close(self) -> None:
         conn: _Conn | None = getattr(self._local, "conn", None)
         if conn is not None:
             conn.raw.close()
             self._local.conn = None
+
+    def _admitted_counts(self, c: Any, origins: set[str], cycle: str) -> dict[str, int]:
+        # LockRows sits above the sort: rows are locked in origin order, as everywhere else.
+        cur = c.raw.execute(
+            """SELECT origin, admitted_cycle, admitted_count FROM origins
+               WHERE origin = ANY(%s) ORDER BY origin FOR UPDATE""",
+            (sorted(origins),),
+        )
+        counts = dict.fromkeys(origins, 0)
+        for origin, admitted_cycle, n in cur.fetchall():
+            counts[origin] = int(n) if admitted_cycle == cycle else 0
+        return counts
+
+    def _apply_all(
+        self, c: Any, results: Sequence[tuple[Lease, Outcome]], now: float
+    ) -> list[bool]:
+        cols = [
+            [x.url, x.fence, o.state.value, o.reason, o.due_at, o.status, o.etag,
+             o.last_modified, o.content_hash]
+            for x, o in results
+        ]  # fmt: skip
+        cur = c.raw.execute(_APPLY, [now, *(list(col) for col in zip(*cols, strict=True))])
+        done = {(url, fence) for url, fence in cur.fetchall()}
+        return [(x.url, x.fence) in done for x, _ in results]
+
+    def _known_urls(self, c: Any, urls: list[str]) -> set[str]:
+        cur = c.raw.execute("SELECT url FROM urls WHERE url = ANY(%s)", (urls,))
+        return {r[0] for r in cur.fetchall()}
+
+    def _insert_urls(self, c: Any, rows: list[tuple[Any, ...]]) -> set[str]:
+        """Insert-if-absent as one statement over arrays: a VALUES list of thousands of
+        placeholders costs more to build and parse than the insert itself."""
+        if not rows:
+            return set()
+        cur = c.raw.execute(_INSERT_URLS, [list(col) for col in zip(*rows, strict=True)])
+        return {r[0] for r in cur.fetchall()}
 
     def _lock_shard(self, c: Any, shard: int) -> None:
         c.execute("SELECT pg_advisory_xact_lock(?, ?)", (_CLAIM_LOCK, shard))

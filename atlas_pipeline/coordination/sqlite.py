@@ -7,13 +7,13 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import CoordinationError
+from ..errors import CoordinationError, StaleAttempt, StoreUnavailable
 from ..reasons import Reason
 from ..robots import RobotsPolicy, RobotsStatus
 from .base import (
@@ -35,8 +35,8 @@ from .schema import MIGRATIONS
 Conn = Any  # sqlite3.Connection, or postgres.py's adapter with the same execute surface
 Row = Any  # sqlite3.Row, or postgres.py's row with the same [name] / [index] access
 
-_POLL_S = 0.25
-_BATCH = 200  # rows per multi-row statement (13 parameters a URL row)  # how soon to look again when another worker holds the only free slot
+_POLL_S = 0.25  # how soon to look again when another worker holds the only free slot
+_BATCH = 200  # rows per multi-row statement (13 parameters a URL row)
 _SCAN = 16  # URLs of one origin looked at per claim before giving up on robots-blocked ones
 
 
@@ -60,7 +60,7 @@ class SqliteStore:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._migrate()
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, StoreUnavailable) as exc:
             raise CoordinationError(
                 f"cannot open the coordination store {self.url} ({exc}); "
                 "fix coordination_url or data_dir in the crawl config"
@@ -80,14 +80,31 @@ class SqliteStore:
 
     @contextmanager
     def _tx(self) -> Iterator[Conn]:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
+        with self._unavailable_as_error():
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[Conn]:
+        with self._unavailable_as_error():
+            yield self._conn()
+
+    @contextmanager
+    def _unavailable_as_error(self) -> Iterator[None]:
+        """A busy or unreadable database file is an outage to wait out, not a bug."""
         try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+            yield
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if not any(s in text for s in ("locked", "busy", "unable to open", "disk i/o")):
+                raise
+            raise StoreUnavailable(f"coordination store {self.url}: {exc}") from exc
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -281,7 +298,23 @@ class SqliteStore:
 
     # claim -------------------------------------------------------------------------
     def claim(self, cycle: str, shard: int, now: float, token: str, lease_s: float) -> Claim:
+        got = self.claim_batch(cycle, shard, now, token, lease_s, 1)
+        return got[0] if isinstance(got, list) else got
+
+    def claim_batch(
+        self,
+        cycle: str,
+        shard: int,
+        now: float,
+        token: str,
+        lease_s: float,
+        limit: int,
+        release: Sequence[tuple[str, int]] = (),
+    ) -> list[Lease | RobotsTask] | Wait | Drained:
+        """Up to `limit` claims in one transaction, after giving back the slots of `release`
+        ((url, fence) of finished requests): one round trip set for many URLs."""
         with self._tx() as c:
+            self._release(c, release)
             self._lock_shard(c, shard)
             params = {"now": now, "cycle": cycle, "shard": shard}
             # Fast path: origins whose clocks allow a request now and that have due work,
@@ -293,32 +326,55 @@ class SqliteStore:
                    WHERE o.shard = :shard AND o.next_eligible_at <= :now AND o.backoff_until <= :now
                      AND EXISTS (SELECT 1 FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
                                  AND u.state IN ('eligible', 'failed_retryable') AND u.due_at <= :now)
-                   ORDER BY o.next_eligible_at LIMIT 16""",
-                params,
+                   ORDER BY o.next_eligible_at LIMIT :n""",
+                {**params, "n": max(16, limit)},
             ).fetchall()
-            best = next((o for o in ready_now if _has_capacity(o, now)), None)
-            if best is None:
-                return self._when_next(c, cycle, shard, now)
-            gap = float(best["min_gap_s"])
-            if gap > 0:
-                gap += self.default_policy.gap_guard_s
-            if best["robots_expires_at"] <= now:
-                lease_id = uuid.uuid4().hex
-                c.execute(
-                    """UPDATE origins SET robots_lease_id = ?, robots_lease_until = ?,
-                       next_eligible_at = ? WHERE origin = ?""",
-                    (lease_id, now + lease_s, now + gap, best["origin"]),
+            claims: list[Lease | RobotsTask] = []
+            clocks: list[tuple[Any, ...]] = []
+            looked = False
+            for origin in ready_now:
+                if len(claims) >= limit:
+                    break
+                if not _has_capacity(origin, now):
+                    continue
+                looked = True
+                got = self._claim_origin(c, origin, cycle, now, token, lease_s, limit - len(claims))
+                claims.extend(got)
+                if got:
+                    clocks.append(_clock_update(origin["origin"], got[0]))
+            if claims:
+                c.executemany(
+                    # in origin order, the order commits lock origins in: no deadlocks
+                    """UPDATE origins SET next_eligible_at = ?,
+                         robots_lease_id = CASE WHEN ? THEN ? ELSE robots_lease_id END,
+                         robots_lease_until = CASE WHEN ? THEN ? ELSE robots_lease_until END
+                       WHERE origin = ?""",
+                    sorted(clocks, key=lambda u: u[-1]),
                 )
-                return RobotsTask(best["origin"], lease_id, now + lease_s, now, gap)
-            policy = self._policy(best)
-            lease = self._lease_best_url(c, best, policy, cycle, now, token, lease_s, gap)
-            if lease is None:
-                return Wait(now)  # every due URL of that origin was robots-blocked; look again
-            c.execute(
-                "UPDATE origins SET next_eligible_at = ? WHERE origin = ?",
-                (now + gap, best["origin"]),
-            )
-            return lease
+                return claims
+            # every due URL of a ready origin was robots-blocked: look again at once
+            return Wait(now) if looked else self._when_next(c, cycle, shard, now)
+
+    def _claim_origin(
+        self,
+        c: Conn,
+        origin: Row,
+        cycle: str,
+        now: float,
+        token: str,
+        lease_s: float,
+        limit: int,
+    ) -> list[Lease | RobotsTask]:
+        """The robots task, or up to `limit` URLs of one origin (one while it has a gap)."""
+        gap = float(origin["min_gap_s"])
+        if gap > 0:
+            gap += self.default_policy.gap_guard_s
+        if origin["robots_expires_at"] <= now:
+            return [RobotsTask(origin["origin"], uuid.uuid4().hex, now + lease_s, now, gap)]
+        free = int(origin["max_in_flight"]) - int(origin["in_flight"])
+        n = 1 if gap > 0 else max(1, min(limit, free))
+        return list(self._lease_best_urls(c, origin, self._policy(origin), cycle, now, token,
+                                          lease_s, gap, n))  # fmt: skip
 
     def _when_next(self, c: Conn, cycle: str, shard: int, now: float) -> Wait | Drained:
         """Nothing is claimable now: when might something be (the slow, full look)?"""
@@ -357,7 +413,7 @@ class SqliteStore:
             self._policies[key] = policy
         return policy
 
-    def _lease_best_url(
+    def _lease_best_urls(
         self,
         c: Conn,
         origin: Row,
@@ -367,52 +423,69 @@ class SqliteStore:
         token: str,
         lease_s: float,
         gap: float,
-    ) -> Lease | None:
+        n: int,
+    ) -> list[Lease]:
         rows = c.execute(
             """SELECT seq, url, depth, fence, attempts, etag, last_modified FROM urls
                WHERE origin = ? AND cycle = ? AND state IN ('eligible', 'failed_retryable')
                  AND due_at <= ? ORDER BY priority DESC, seq LIMIT ?""",
-            (origin["origin"], cycle, now, _SCAN),
+            (origin["origin"], cycle, now, _SCAN + n - 1),
         ).fetchall()
+        blocked: list[tuple[str, int, int]] = []
+        leases: list[Lease] = []
         for row in rows:
+            if len(leases) == n:
+                break
             if not policy.allows(row["url"], token):
-                c.execute(
-                    "UPDATE urls SET state = 'blocked', reason = ?, robots_version = ? WHERE seq = ?",
-                    (Reason.ROBOTS_DISALLOWED.value, policy.version, row["seq"]),
-                )
+                blocked.append((Reason.ROBOTS_DISALLOWED.value, policy.version, row["seq"]))
                 continue
-            lease_id = uuid.uuid4().hex
-            fence = int(row["fence"]) + 1
-            c.execute(
+            leases.append(
+                Lease(
+                    url=row["url"],
+                    origin=origin["origin"],
+                    shard=int(origin["shard"]),
+                    depth=int(row["depth"]),
+                    fence=int(row["fence"]) + 1,
+                    lease_id=uuid.uuid4().hex,
+                    expires_at=now + lease_s,
+                    attempts=int(row["attempts"]) + 1,
+                    robots_version=policy.version,
+                    etag=row["etag"],
+                    last_modified=row["last_modified"],
+                    claimed_at=now,
+                    gap_s=gap,
+                )
+            )
+        if blocked:
+            c.executemany(
+                "UPDATE urls SET state = 'blocked', reason = ?, robots_version = ? WHERE seq = ?",
+                blocked,
+            )
+        if leases:
+            c.executemany(
                 """UPDATE urls SET state = 'leased', lease_id = ?, lease_expires_at = ?, fence = ?,
                    attempts = attempts + 1, slot_held = 1, robots_version = ?, extended = 0
-                   WHERE seq = ?""",
-                (lease_id, now + lease_s, fence, policy.version, row["seq"]),
+                   WHERE url = ?""",
+                [(x.lease_id, x.expires_at, x.fence, x.robots_version, x.url) for x in leases],
             )
-            return Lease(
-                url=row["url"],
-                origin=origin["origin"],
-                shard=int(origin["shard"]),
-                depth=int(row["depth"]),
-                fence=fence,
-                lease_id=lease_id,
-                expires_at=now + lease_s,
-                attempts=int(row["attempts"]) + 1,
-                robots_version=policy.version,
-                etag=row["etag"],
-                last_modified=row["last_modified"],
-                claimed_at=now,
-                gap_s=gap,
-            )
-        return None
+        return leases
 
     # request end and commit --------------------------------------------------------
     def finish_request(self, url: str, fence: int) -> None:
         """The response is over: give the origin slot back (only the current attempt can)."""
-        with self._tx() as c:
-            c.execute(
+        self.release_slots([(url, fence)])
+
+    def release_slots(self, finished: Sequence[tuple[str, int]]) -> None:
+        """finish_request for many (url, fence) pairs in one transaction."""
+        if finished:
+            with self._tx() as c:
+                self._release(c, finished)
+
+    def _release(self, c: Conn, finished: Sequence[tuple[str, int]]) -> None:
+        if finished:
+            c.executemany(
                 "UPDATE urls SET slot_held = 0 WHERE url = ? AND fence = ? AND state = 'leased'",
-                (url, fence),
+                sorted(finished),  # one lock order for every writer
             )
 
     def extend_lease(self, lease: Lease, now: float, lease_s: float) -> Lease | None:
@@ -429,47 +502,71 @@ class SqliteStore:
 
     def commit(self, lease: Lease, outcome: Outcome, cycle: str, now: float) -> bool:
         """Apply a fetch result if `lease` still owns the URL; else record a stale attempt."""
+        return self.commit_batch([(lease, outcome)], cycle, now)[0]
+
+    def commit_batch(
+        self, results: Sequence[tuple[Lease, Outcome]], cycle: str, now: float
+    ) -> list[bool]:
+        """Several fenced commits in one transaction (group commit); each applies only while
+        its lease still owns the URL, else it is recorded as a stale attempt."""
+        if not results:
+            return []
         with self._tx() as c:
-            cur = c.execute(
-                """UPDATE urls SET state = ?, reason = ?, due_at = ?, lease_id = NULL,
-                     lease_expires_at = NULL, slot_held = 0, last_fetch_at = ?, last_status = ?,
-                     etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified),
-                     content_hash = COALESCE(?, content_hash)
-                   WHERE url = ? AND fence = ? AND state = 'leased'""",
-                (
-                    outcome.state.value, outcome.reason, outcome.due_at, now, outcome.status,
-                    outcome.etag, outcome.last_modified, outcome.content_hash, lease.url, lease.fence,
-                ),
-            )  # fmt: skip
-            if cur.rowcount == 0:
-                c.execute(
-                    "INSERT INTO stale_attempts VALUES (?,?,?,?,?)",
-                    (lease.url, lease.fence, cycle, now, json.dumps(outcome.record, default=str)),
-                )
-                return False
-            self._write_records(c, lease, outcome, cycle, now)
-        return True
+            applied = self._apply_all(c, results, now)
+            stale = [(lease.url, lease.fence, cycle, now, json.dumps(outcome.record, default=str))
+                     for (lease, outcome), ok in zip(results, applied, strict=True) if not ok]  # fmt: skip
+            if stale:
+                c.executemany("INSERT INTO stale_attempts VALUES (?,?,?,?,?)", stale)
+            live = [r for r, ok in zip(results, applied, strict=True) if ok]
+            if live:
+                self._write_records(c, live, cycle, now)
+        return applied
+
+    def _apply_all(
+        self, c: Conn, results: Sequence[tuple[Lease, Outcome]], now: float
+    ) -> list[bool]:
+        """The conditional updates of a group; which of them applied."""
+        order = sorted(range(len(results)), key=lambda i: results[i][0].url)  # one lock order
+        applied = [False] * len(results)
+        for i in order:
+            applied[i] = self._apply(c, *results[i], now)
+        return applied
+
+    def _apply(self, c: Conn, lease: Lease, outcome: Outcome, now: float) -> bool:
+        cur = c.execute(
+            """UPDATE urls SET state = ?, reason = ?, due_at = ?, lease_id = NULL,
+                 lease_expires_at = NULL, slot_held = 0, last_fetch_at = ?, last_status = ?,
+                 etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified),
+                 content_hash = COALESCE(?, content_hash)
+               WHERE url = ? AND fence = ? AND state = 'leased'""",
+            (
+                outcome.state.value, outcome.reason, outcome.due_at, now, outcome.status,
+                outcome.etag, outcome.last_modified, outcome.content_hash, lease.url, lease.fence,
+            ),
+        )  # fmt: skip
+        return bool(cur.rowcount == 1)
 
     def _write_records(
-        self, c: Conn, lease: Lease, outcome: Outcome, cycle: str, now: float
+        self, c: Conn, results: Sequence[tuple[Lease, Outcome]], cycle: str, now: float
     ) -> None:
-        cands = [cand for _, cand in outcome.links if cand is not None]
+        # One discovery for every page of the group: three statements, not three per page.
+        cands = [cand for _, o in results for _, cand in o.links if cand is not None]
         decisions = iter(self._discover(c, cands, cycle, now))
-        rows = []
-        for row, cand in outcome.links:
-            rows.append({**row, "reason": next(decisions) if cand is not None else row["reason"]})
-        c.execute(
-            "INSERT OR REPLACE INTO fetch_records VALUES (?,?,?,?,?,?,?,?)",
-            (
+        records = []
+        for lease, outcome in results:
+            rows = [{**row, "reason": next(decisions) if cand is not None else row["reason"]}
+                    for row, cand in outcome.links]  # fmt: skip
+            records.append((
                 outcome.record["fetch_id"], cycle, lease.shard, lease.url, lease.fence,
                 json.dumps(outcome.record, default=str), json.dumps(rows, default=str),
                 json.dumps(outcome.document, default=str) if outcome.document else None,
-            ),
-        )  # fmt: skip
+            ))  # fmt: skip
+        c.executemany("INSERT OR REPLACE INTO fetch_records VALUES (?,?,?,?,?,?,?,?)", records)
 
     # robots ------------------------------------------------------------------------
     def robots(self, origin: str) -> RobotsRecord | None:
-        row = self._conn().execute("SELECT * FROM origins WHERE origin = ?", (origin,)).fetchone()
+        with self._read() as c:
+            row = c.execute("SELECT * FROM origins WHERE origin = ?", (origin,)).fetchone()
         if row is None or row["robots_status"] is None:
             return None
         return RobotsRecord(
@@ -478,11 +575,10 @@ class SqliteStore:
         )  # fmt: skip
 
     def robots_good_at(self, origin: str) -> float | None:
-        row = (
-            self._conn()
-            .execute("SELECT robots_good_at FROM origins WHERE origin = ?", (origin,))
-            .fetchone()
-        )
+        with self._read() as c:
+            row = c.execute(
+                "SELECT robots_good_at FROM origins WHERE origin = ?", (origin,)
+            ).fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
     def put_robots(
@@ -513,7 +609,7 @@ class SqliteStore:
                 (task.origin, task.lease_id),
             ).fetchone()
             if row is None:
-                raise CoordinationError(f"robots lease for {task.origin} is no longer current")
+                raise StaleAttempt(f"{task.origin}/robots.txt", 0)  # another worker took it over
             changed = row["robots_status"] != status or row["robots_text"] != text
             version = int(row["robots_version"]) + int(changed)
             c.execute(
@@ -530,6 +626,17 @@ class SqliteStore:
                 ),
             )  # fmt: skip
         return RobotsRecord(task.origin, version, status, text, now, now + ttl_s)
+
+    def push_origin_clocks(self, pushes: Sequence[tuple[str, float, float]]) -> None:
+        """(origin, next_eligible_at, backoff_until) for many origins: clocks only move forward."""
+        if pushes:
+            with self._tx() as c:
+                c.executemany(
+                    # the clock carries the backoff too: "ready soonest" is one indexed column
+                    """UPDATE origins SET next_eligible_at = MAX(next_eligible_at, ?),
+                       backoff_until = MAX(backoff_until, ?) WHERE origin = ?""",
+                    [(max(t, b), b, o) for o, t, b in sorted(pushes)],
+                )
 
     def advance_origin_clock(self, origin: str, next_eligible_at: float) -> None:
         """Move the origin's clock forward (never back): a request left later than its claim."""
@@ -596,6 +703,19 @@ class SqliteStore:
 
     def stale_attempts(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._conn().execute("SELECT * FROM stale_attempts")]
+
+
+def _clock_update(origin: str, claim: Lease | RobotsTask) -> tuple[Any, ...]:
+    """Parameters of the origin update a claim makes: clock advanced, robots lease taken."""
+    robots = isinstance(claim, RobotsTask)
+    return (
+        claim.claimed_at + claim.gap_s,
+        robots,
+        claim.lease_id,
+        robots,
+        claim.expires_at,
+        origin,
+    )
 
 
 def _has_capacity(origin: Row, now: float) -> bool:

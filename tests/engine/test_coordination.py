@@ -24,7 +24,7 @@ from atlas_pipeline.coordination import (
     open_store,
 )
 from atlas_pipeline.coordination.schema import LATEST, MIGRATIONS
-from atlas_pipeline.errors import CoordinationError
+from atlas_pipeline.errors import CoordinationError, StoreUnavailable
 from atlas_pipeline.urls import origin_of
 
 TOKEN = "AtlasBot"
@@ -804,3 +804,155 @@ def test_a_stale_or_expired_lease_cannot_be_extended(tmp_path: Path) -> None:
     assert isinstance(new, Lease) and new.fence == old.fence + 1
     assert store.extend_lease(old, old.expires_at + 3, LEASE_S) is None  # stale fence
     assert store.extend_lease(new, old.expires_at + 3, LEASE_S) is not None
+
+
+# batched claims and group commits --------------------------------------------------------
+
+
+def claim_batch(store: CoordinationStore, now: float, limit: int, release=()):  # type: ignore[no-untyped-def]
+    return store.claim_batch(CYCLE, SHARD, now, TOKEN, LEASE_S, limit, release)
+
+
+def test_claim_batch_fills_an_origins_free_slots_when_it_has_no_gap(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=3)
+    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(5)])
+    got = claim_batch(store, now, 8)
+    assert isinstance(got, list) and len(got) == 3  # the origin's three slots, no more
+    assert all(isinstance(x, Lease) for x in got)
+    assert len({x.url for x in got}) == 3
+    assert [x.fence for x in got] == [1, 1, 1]
+    assert isinstance(claim_batch(store, now, 8), Wait)
+    states = [r["state"] for r in store.url_rows(SHARD)]
+    assert states.count("leased") == 3
+
+
+def test_claim_batch_takes_one_url_per_origin_with_a_gap_and_advances_each_clock(
+    tmp_path: Path,
+) -> None:
+    store = make_store(tmp_path, gap=5.0, max_in_flight=4)
+    urls = [f"{base}/{i}" for base in ("https://news-a.example.test", "https://docs-b.example.test")
+            for i in range(3)]  # fmt: skip
+    store.discover([cand(u) for u in urls], CYCLE)
+    tasks = claim_batch(store, T0, 8)
+    assert isinstance(tasks, list) and {type(t) for t in tasks} == {RobotsTask}
+    assert {t.origin for t in tasks} == {NEWS, DOCS}
+    for t in tasks:
+        put_robots(store, t, T0)
+    got = claim_batch(store, T0 + 5, 8)
+    assert isinstance(got, list)
+    assert sorted(x.origin for x in got) == sorted([NEWS, DOCS])  # one each: the gap holds
+    assert claim_batch(store, T0 + 5, 8) == Wait(T0 + 10)
+
+
+def test_claim_batch_gives_back_finished_slots_first(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=1)
+    now = ready_origin(store, ["https://news-a.example.test/a", "https://news-a.example.test/b"])
+    [first] = claim_batch(store, now, 4)
+    assert isinstance(claim_batch(store, now, 4), Wait)
+    got = claim_batch(store, now, 4, release=[(first.url, first.fence)])
+    assert isinstance(got, list) and [x.url for x in got] != [first.url]
+    stale = claim_batch(store, now, 4, release=[(first.url, first.fence - 1)])
+    assert isinstance(stale, Wait)  # a stale fence frees nothing
+
+
+def test_commit_batch_applies_current_leases_and_records_stale_ones_in_order(
+    store: SqliteStore,
+) -> None:
+    old, new, now = _expired_and_reclaimed(store)
+    store.discover([cand("https://news-a.example.test/c")], CYCLE)
+    link = "https://news-a.example.test/new"
+    page = lambda fid: Outcome(  # noqa: E731
+        UrlState.FETCHED, "fetched", now + TTL, 200, record={"fetch_id": fid},
+        links=[({"url": link, "reason": "?"}, cand(link, depth=1))],
+    )  # fmt: skip
+    assert store.commit_batch([(old, page("old")), (new, page("new"))], CYCLE, now + 1) == [
+        False,
+        True,
+    ]
+    assert [r["fence"] for r in store.stale_attempts()] == [old.fence]
+    [rec] = store.fetch_records(CYCLE, SHARD)
+    assert rec["record"]["fetch_id"] == "new"
+    assert [r["reason"] for r in rec["links"]] == ["admitted"]
+    assert store.commit_batch([], CYCLE, now) == []
+
+
+def test_commit_batch_discovers_a_link_offered_by_two_pages_once(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=2)
+    now = ready_origin(store, ["https://news-a.example.test/a", "https://news-a.example.test/b"])
+    leases = claim_batch(store, now, 2)
+    assert isinstance(leases, list) and len(leases) == 2
+    link = "https://news-a.example.test/shared"
+    results = [
+        (x, Outcome(UrlState.FETCHED, "fetched", now + TTL, 200, record={"fetch_id": x.url},
+                    links=[({"url": link, "reason": "?"}, cand(link, depth=1))]))
+        for x in leases
+    ]  # fmt: skip
+    assert store.commit_batch(results, CYCLE, now + 1) == [True, True]
+    reasons = sorted(r["links"][0]["reason"] for r in store.fetch_records(CYCLE, SHARD))
+    assert reasons == ["admitted", "already_known"]
+    assert [r["url"] for r in store.url_rows(SHARD)].count(link) == 1
+
+
+def test_push_origin_clocks_only_moves_forward_and_holds_backoff(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=5.0, max_in_flight=4)
+    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(3)])
+    store.push_origin_clocks([(NEWS, now + 20, 0.0)])
+    assert claim(store, now) == Wait(now + 20)
+    store.push_origin_clocks([(NEWS, now + 1, 0.0)])
+    assert claim(store, now + 10) == Wait(now + 20)
+    store.push_origin_clocks([(NEWS, 0.0, now + 50)])  # a 429's backoff
+    assert claim(store, now + 30) == Wait(now + 50)
+
+
+@pytest.mark.parametrize("workers", [8])
+def test_concurrent_claim_batches_never_lease_a_url_twice(tmp_path: Path, workers: int) -> None:
+    setup = make_store(tmp_path, gap=0.0, max_in_flight=4)
+    urls = [f"https://o{o}.example.test/{i}" for o in range(6) for i in range(10)]
+    setup.discover([cand(u) for u in urls], CYCLE)
+    tasks = claim_batch(setup, T0, 100)
+    assert isinstance(tasks, list)
+    for t in tasks:
+        assert isinstance(t, RobotsTask)
+        put_robots(setup, t, T0)
+    setup.close()
+    leased: list[str] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(workers)
+
+    def work() -> None:
+        store = make_store(tmp_path, gap=0.0, max_in_flight=4)
+        try:
+            barrier.wait(timeout=10)
+            for _ in range(20):
+                got = claim_batch(store, T0 + 1, 3)
+                if not isinstance(got, list):
+                    continue
+                leased.extend(x.url for x in got if isinstance(x, Lease))
+                store.commit_batch(
+                    [(x, outcome()) for x in got if isinstance(x, Lease)], CYCLE, T0 + 1
+                )
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=work) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    assert sorted(leased) == sorted(urls)  # every URL exactly once
+
+
+@pytest.mark.sqlite_only
+def test_a_locked_database_is_an_outage_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "coord.db"
+    store = SqliteStore(path, OriginPolicy(0.0, 1), 100, busy_timeout_s=0.1)
+    now = ready_origin(store, ["https://news-a.example.test/a"])
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(StoreUnavailable, match="locked"):
+        claim(store, now)
+    blocker.execute("ROLLBACK")
+    assert isinstance(claim(store, now), Lease)  # nothing was applied by the failed call

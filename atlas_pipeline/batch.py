@@ -76,7 +76,7 @@ class BatchStats:
     deferred: int = 0
     store_outages: int = 0  # times the store became unreachable during the batch
     store_outage_s: float = 0.0  # total time it was unreachable
-    max_spooled: int = 0  # most results held uncommitted at once
+    max_held: int = 0  # most finished results held while the store was unreachable
     outcomes: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -236,6 +236,7 @@ class FetchBatch:
                 self.store.sweep(now)
                 self._last_sweep = now
         except StoreUnavailable as exc:
+            self.stats.max_held = max(self.stats.max_held, len(self._spool))
             self.outage.failed(exc)
             return False
         self.outage.ok()
@@ -271,7 +272,6 @@ class FetchBatch:
     async def _commit(self, lease: Lease, outcome: Outcome) -> bool:
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._spool.append((lease, outcome, fut))
-        self.stats.max_spooled = max(self.stats.max_spooled, len(self._spool))
         self._wake.set()
         return await fut
 

@@ -90,10 +90,17 @@ class SqliteStore:
                 raise
             conn.execute("COMMIT")
 
-    @contextmanager
-    def _read(self) -> Iterator[Conn]:
-        with self._unavailable_as_error():
-            yield self._conn()
+    def _select(self, sql: str, params: Any = ()) -> Any:
+        """A read outside any transaction; a connection lost since its last use (a cut,
+        a server restart) is replaced once, since re-running a read is harmless."""
+        for attempt in (0, 1):
+            try:
+                with self._unavailable_as_error():
+                    return self._conn().execute(sql, params)
+            except StoreUnavailable:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     @contextmanager
     def _unavailable_as_error(self) -> Iterator[None]:
@@ -134,7 +141,7 @@ class SqliteStore:
                 c.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
 
     def schema_version(self) -> int:
-        row = self._conn().execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+        row = self._select("SELECT MAX(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0)
 
     # discovery ---------------------------------------------------------------------
@@ -289,7 +296,7 @@ class SqliteStore:
         return self.frontier_rows(cycle, shard)
 
     def frontier_rows(self, cycle: str, shard: int) -> list[dict[str, Any]]:
-        rows = self._conn().execute(
+        rows = self._select(
             """SELECT url, origin, depth, priority, state, reason, due_at, attempts
                FROM urls WHERE shard = ? AND cycle = ? ORDER BY origin, priority DESC, seq""",
             (shard, cycle),
@@ -565,8 +572,7 @@ class SqliteStore:
 
     # robots ------------------------------------------------------------------------
     def robots(self, origin: str) -> RobotsRecord | None:
-        with self._read() as c:
-            row = c.execute("SELECT * FROM origins WHERE origin = ?", (origin,)).fetchone()
+        row = self._select("SELECT * FROM origins WHERE origin = ?", (origin,)).fetchone()
         if row is None or row["robots_status"] is None:
             return None
         return RobotsRecord(
@@ -575,10 +581,9 @@ class SqliteStore:
         )  # fmt: skip
 
     def robots_good_at(self, origin: str) -> float | None:
-        with self._read() as c:
-            row = c.execute(
-                "SELECT robots_good_at FROM origins WHERE origin = ?", (origin,)
-            ).fetchone()
+        row = self._select(
+            "SELECT robots_good_at FROM origins WHERE origin = ?", (origin,)
+        ).fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
     def put_robots(
@@ -679,7 +684,7 @@ class SqliteStore:
     # reads for the lake --------------------------------------------------------------
     def fetch_records(self, cycle: str, shard: int) -> Iterator[dict[str, Any]]:
         """The committed records of one partition, streamed (a partition can be large)."""
-        rows = self._conn().execute(
+        rows = self._select(
             """SELECT record, links, document FROM fetch_records
                WHERE cycle = ? AND shard = ? ORDER BY rowid""",
             (cycle, shard),
@@ -692,7 +697,7 @@ class SqliteStore:
             }
 
     def url_rows(self, shard: int) -> list[dict[str, Any]]:
-        rows = self._conn().execute(
+        rows = self._select(
             """SELECT url, discovered_url, origin, depth, priority, state, reason, cycle, due_at,
                       attempts, fence, robots_version, source, discovered_cycle, discovered_at,
                       last_fetch_at, last_status, etag, last_modified, content_hash
@@ -702,7 +707,7 @@ class SqliteStore:
         return [dict(r) for r in rows]
 
     def stale_attempts(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._conn().execute("SELECT * FROM stale_attempts")]
+        return [dict(r) for r in self._select("SELECT * FROM stale_attempts")]
 
 
 def _clock_update(origin: str, claim: Lease | RobotsTask) -> tuple[Any, ...]:

@@ -82,11 +82,17 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
     ) -> Iterator[dg.MaterializeResult]:
         cycle, shard = cycle_and_shard(context)
         with atlas.open() as engine:
-            result = fetch_shard(engine, cycle, shard)
+            result = fetch_shard(engine, cycle, shard, holder=context.run_id)
+        if result.superseded_by is not None:
+            context.log.warning(
+                f"batch fence {result.lease.fence} was superseded by fence {result.superseded_by}"
+                " (a newer run of this partition wrote it); this run's lake write was skipped"
+            )
         stats = result.stats
         fetches = engine.lake.read_partition("fetches", cycle, shard_key(shard))
         yield dg.MaterializeResult(
-            asset_key=FETCHES, metadata=table_metadata(result.fetches, _fetch_meta(fetches, stats))
+            asset_key=FETCHES,
+            metadata=table_metadata(result.fetches, _fetch_meta(fetches, stats, result)),
         )
         yield dg.MaterializeResult(
             asset_key=DOCUMENTS,
@@ -122,7 +128,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
     return [frontier, fetch_batch, urls]
 
 
-def _fetch_meta(fetches: pl.DataFrame, stats: Any) -> dict[str, Any]:
+def _fetch_meta(fetches: pl.DataFrame, stats: Any, result: Any) -> dict[str, Any]:
     per_origin = (
         fetches.group_by("origin")
         .agg(
@@ -134,6 +140,9 @@ def _fetch_meta(fetches: pl.DataFrame, stats: Any) -> dict[str, Any]:
         .sort("origin")
     )
     return {
+        "batch_fence": result.lease.fence,
+        "superseded_by_fence": result.superseded_by or 0,
+        "store_outages": stats.store_outages,
         "requests": stats.requests + stats.robots_requests,
         "stale_commits": stats.stale_commits,
         "deferred_urls": stats.deferred,

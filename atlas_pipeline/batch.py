@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from . import defaults as d
+from . import failpoints
 from .bodies import BodyStore
 from .config import CrawlConfig
 from .coordination import (
@@ -199,6 +200,8 @@ class FetchBatch:
 
     def _start(self, tasks: set[asyncio.Task[None]], claim: Lease | RobotsTask) -> None:
         self._net_active += 1  # counted from the claim, so the next turn sees it
+        if isinstance(claim, Lease):
+            failpoints.hit("after_claim")
         job = self._fetch_url(claim) if isinstance(claim, Lease) else self._fetch_robots(claim)
         task = asyncio.create_task(job)
         tasks.add(task)
@@ -232,6 +235,7 @@ class FetchBatch:
                 for (_, _, fut), ok in zip(spool, applied, strict=True):
                     if not fut.done():
                         fut.set_result(ok)
+                failpoints.hit("after_commit")
             if now - self._last_sweep >= SWEEP_EVERY_S:
                 self.store.sweep(now)
                 self._last_sweep = now
@@ -317,6 +321,7 @@ class FetchBatch:
             self._net_active -= 1
             self._finished.append((lease.url, lease.fence))
             self._wake.set()
+        failpoints.hit("after_response")
         self.stats.requests += 1
         self.stats.bytes += len(resp.body)
         now = self.clock()

@@ -6,15 +6,17 @@ from the coordination store, so any step can be re-run after a crash with the sa
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from . import failpoints
 from .batch import BatchStats, run_batch
 from .bodies import BodyStore
 from .config import CrawlConfig
-from .coordination import CoordinationStore, OriginPolicy, open_store
+from .coordination import BatchLease, CoordinationStore, OriginPolicy, open_store
 from .lake import Lake, Written
 from .parsing import ExtractorPool
 from .scope import ScopeGuard
@@ -59,15 +61,30 @@ def plan_frontier(engine: Engine, cycle: str, shard: int) -> tuple[list[dict[str
 @dataclass(frozen=True)
 class FetchResult:
     stats: BatchStats
+    lease: BatchLease
     fetches: Written
     documents: Written
     links: Written
 
+    @property
+    def superseded_by(self) -> int | None:
+        """The newer batch fence that owns the partition, if this run's write was ignored."""
+        return (
+            self.fetches.superseded_by or self.documents.superseded_by or self.links.superseded_by
+        )
+
 
 def fetch_shard(
-    engine: Engine, cycle: str, shard: int, pool: ExtractorPool | None = None
+    engine: Engine,
+    cycle: str,
+    shard: int,
+    pool: ExtractorPool | None = None,
+    holder: str | None = None,
 ) -> FetchResult:
-    """Drain the (cycle, shard) queue, then write its fetches, documents and links."""
+    """Take the partition's batch lease, drain the (cycle, shard) queue, then write its
+    fetches, documents and links under the lease's fence. `holder` names the run (a Dagster
+    run id); several runs may drain one partition together, the newest writes it."""
+    lease = engine.store.acquire_batch(cycle, shard, holder or f"pid-{os.getpid()}", time.time())
     if pool is None:
         # The pool lives exactly as long as the batch: a pool left running inside a worker
         # process (a run launcher's, a ProcessPoolExecutor's) keeps that process from exiting.
@@ -75,13 +92,15 @@ def fetch_shard(
             stats = run_batch(engine.cfg, engine.store, engine.bodies, own, cycle, shard)
     else:
         stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard)
-    return FetchResult(stats, *write_fetch_partitions(engine, cycle, shard))
+    failpoints.hit("before_lake_write")
+    return FetchResult(stats, lease, *write_fetch_partitions(engine, cycle, shard, lease.fence))
 
 
 def write_fetch_partitions(
-    engine: Engine, cycle: str, shard: int
+    engine: Engine, cycle: str, shard: int, fence: int | None = None
 ) -> tuple[Written, Written, Written]:
-    """fetches, documents and links of one partition, streamed from committed store records."""
+    """fetches, documents and links of one partition, streamed from committed store records.
+    With a batch fence, a newer run's write of the partition is never overwritten."""
     store, key = engine.store, shard_key(shard)
 
     def fetches() -> Iterator[dict[str, Any]]:
@@ -108,9 +127,9 @@ def write_fetch_partitions(
 
     lake = engine.lake
     return (
-        lake.write_partition("fetches", fetches, cycle, key),
-        lake.write_partition("documents", documents, cycle, key),
-        lake.write_partition("links", links, cycle, key),
+        lake.write_partition("fetches", fetches, cycle, key, fence),
+        lake.write_partition("documents", documents, cycle, key, fence),
+        lake.write_partition("links", links, cycle, key, fence),
     )
 
 

@@ -15,9 +15,10 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
+from . import failpoints
 from .errors import LakeError
 
 LAYER = "crawl"
@@ -45,6 +46,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "last_modified": pl.String, "location": pl.String, "final_url": pl.String,
         "lease_id": pl.String, "fence": pl.Int64, "attempt": pl.Int32,
         "robots_version": pl.Int64, "error": pl.String, "body_key": pl.String,
+        "batch_fence": pl.Int64,
     },
     "documents": {
         **KEYS, "fetch_id": pl.String, "url": pl.String, "origin": pl.String, "title": pl.String,
@@ -52,11 +54,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "language": pl.String, "text": pl.String, "text_hash": pl.String, "text_chars": pl.Int64,
         "canonical_hint": pl.String, "charset": pl.String, "body_key": pl.String,
         "links_out": pl.Int32, "extraction_version": pl.String, "fetched_at": TS,
+        "batch_fence": pl.Int64,
     },
     "links": {
         **KEYS, "fetch_id": pl.String, "source_url": pl.String, "href": pl.String,
         "url": pl.String, "target_origin": pl.String, "anchor": pl.String, "nofollow": pl.Boolean,
-        "depth": pl.Int32, "reason": pl.String, "kind": pl.String,
+        "depth": pl.Int32, "reason": pl.String, "kind": pl.String, "batch_fence": pl.Int64,
     },
 }  # fmt: skip
 PARTITION_BY = {"urls": ["origin_shard"]}
@@ -73,6 +76,8 @@ class Written:
     uri: str
     rows: int
     version: int
+    fence: int | None = None  # the batch fence the rows carry
+    superseded_by: int | None = None  # set when a newer fence had written: nothing was written
 
 
 def frame(table: str, rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
@@ -105,45 +110,70 @@ class Lake:
         return bool(DeltaTable.is_deltatable(self.uri(table), storage_options=self.storage_options))
 
     def _replace(
-        self, table: str, rows: RowSource, fixed: dict[str, str], predicate: str
-    ) -> tuple[int, int]:
-        """Write `rows` (with the `fixed` key columns) in place of `predicate`'s rows, streamed
-        in chunks as one Delta commit; returns (rows, version)."""
+        self,
+        table: str,
+        rows: RowSource,
+        fixed: dict[str, Any],
+        predicate: str,
+        app_id: str | None = None,
+        fence: int | None = None,
+    ) -> Written:
+        """Write `rows` (with the `fixed` columns) in place of `predicate`'s rows, streamed in
+        chunks as one Delta commit. With a fence, the commit records it as a Delta transaction
+        id (`app_id`, fence); a writer whose fence is below the recorded one writes nothing,
+        and a concurrent newer commit makes this one conflict and re-check."""
         uri = self.uri(table)
         parts = PARTITION_BY.get(table, ["crawl_cycle", "origin_shard"])
+        props = None
+        if app_id is not None and fence is not None:
+            props = CommitProperties(app_transactions=[Transaction(app_id, fence)])
         for attempt in range(COMMIT_RETRIES):
             counter = [0]
             reader = _batches(table, rows, fixed, counter)
             try:
                 if not self.exists(table):
                     write_deltalake(uri, reader, mode="append", partition_by=parts,
-                                    target_file_size=TARGET_FILE_BYTES,
+                                    target_file_size=TARGET_FILE_BYTES, commit_properties=props,
                                     storage_options=self.storage_options)  # fmt: skip
                 else:
-                    write_deltalake(uri, reader, mode="overwrite", partition_by=parts,
+                    dt = DeltaTable(uri, storage_options=self.storage_options)
+                    newer = dt.transaction_version(app_id) if app_id else None
+                    if newer is not None and fence is not None and newer > fence:
+                        return Written(table, uri, 0, dt.version(), fence, superseded_by=newer)
+                    # dt pins the version read above: a newer writer's commit since then
+                    # makes this one conflict instead of overwriting it
+                    write_deltalake(dt, reader, mode="overwrite", partition_by=parts,
                                     predicate=predicate, target_file_size=TARGET_FILE_BYTES,
+                                    schema_mode="merge", commit_properties=props,
                                     storage_options=self.storage_options)  # fmt: skip
-                return counter[0], DeltaTable(uri, storage_options=self.storage_options).version()
+                version = DeltaTable(uri, storage_options=self.storage_options).version()
+                return Written(table, uri, counter[0], version, fence)
             except (CommitFailedError, DeltaError) as exc:
-                # Shards write disjoint partitions, but two first writers race to create the table;
-                # a row source (a sequence, or a function returning an iterable) can be replayed.
+                # Shards write disjoint partitions, but two first writers race to create the
+                # table, and a newer run of this partition may have committed meanwhile; a row
+                # source (a sequence, or a function returning an iterable) can be replayed.
                 if attempt == COMMIT_RETRIES - 1:
                     raise LakeError(f"cannot write {uri}: {exc}") from exc
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    def write_partition(self, table: str, rows: RowSource, cycle: str, shard: str) -> Written:
+    def write_partition(
+        self, table: str, rows: RowSource, cycle: str, shard: str, fence: int | None = None
+    ) -> Written:
         """Replace partition (cycle, shard) of `table` with `rows` (a sequence, or a function
-        returning an iterable, which is streamed and may be called again on a retry)."""
+        returning an iterable, which is streamed and may be called again on a retry). With a
+        batch `fence`, rows carry it in `batch_fence` and an older fence never overwrites."""
         pred = f"crawl_cycle = '{_lit(cycle)}' AND origin_shard = '{_lit(shard)}'"
-        n, version = self._replace(table, rows, {"crawl_cycle": cycle, "origin_shard": shard}, pred)
-        return Written(table, self.uri(table), n, version)
+        fixed: dict[str, Any] = {"crawl_cycle": cycle, "origin_shard": shard}
+        if fence is None:
+            return self._replace(table, rows, fixed, pred)
+        fixed["batch_fence"] = fence
+        return self._replace(table, rows, fixed, pred, f"atlas/{table}/{cycle}/{shard}", fence)
 
     def write_shard(self, table: str, rows: RowSource, shard: str, cycle: str) -> Written:
         """Replace shard `shard` of a catalogue table (partitioned by shard only)."""
         pred = f"origin_shard = '{_lit(shard)}'"
-        n, version = self._replace(table, rows, {"crawl_cycle": cycle, "origin_shard": shard}, pred)
-        return Written(table, self.uri(table), n, version)
+        return self._replace(table, rows, {"crawl_cycle": cycle, "origin_shard": shard}, pred)
 
     def read_partition(self, table: str, cycle: str, shard: str) -> pl.DataFrame:
         if not self.exists(table):
@@ -178,9 +208,11 @@ def _batches(
             if len(chunk) >= CHUNK_ROWS:
                 counter[0] += len(chunk)
                 yield from frame(table, chunk).to_arrow().cast(schema).to_batches()
+                failpoints.hit("mid_delta_write")  # files being written, nothing committed
                 chunk = []
         counter[0] += len(chunk)
         if chunk:
             yield from frame(table, chunk).to_arrow().cast(schema).to_batches()
+            failpoints.hit("mid_delta_write")
 
     return pa.RecordBatchReader.from_batches(schema, gen())

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from ..errors import CoordinationError
 from .base import (
+    BatchLease,
     Candidate,
     Claim,
     CoordinationStore,
@@ -22,6 +23,7 @@ from .base import (
 from .sqlite import SqliteStore
 
 __all__ = [
+    "BatchLease",
     "Candidate",
     "Claim",
     "CoordinationStore",

@@ -93,6 +93,17 @@ class RobotsTask:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchLease:
+    """A run's claim on a fetch partition; a newer run (or a Dagster retry) takes fence + 1,
+    and a partition write carrying an older fence is ignored."""
+
+    cycle: str
+    shard: int
+    fence: int
+    holder: str
+
+
+@dataclass(frozen=True, slots=True)
 class Wait:
     """Nothing is claimable before `until` (epoch seconds)."""
 
@@ -198,6 +209,10 @@ class CoordinationStore(Protocol):
     def backoff_origin(self, origin: str, until: float) -> None: ...
 
     def sweep(self, now: float) -> int: ...
+
+    def acquire_batch(self, cycle: str, shard: int, holder: str, now: float) -> BatchLease: ...
+
+    def batch_lease(self, cycle: str, shard: int) -> BatchLease | None: ...
 
     def defer_remaining(self, cycle: str, shard: int, reason: str) -> int: ...
 

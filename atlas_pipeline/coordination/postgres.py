@@ -80,6 +80,11 @@ def translate(sql: str) -> str:
         out = out.replace("INSERT OR IGNORE INTO", "INSERT INTO")
         head, sep, tail = out.partition(" RETURNING ")
         out = f"{head} ON CONFLICT DO NOTHING{sep}{tail}"
+    if "INSERT OR REPLACE INTO batch_leases" in out:
+        out = out.replace("INSERT OR REPLACE INTO", "INSERT INTO") + (
+            " ON CONFLICT (cycle, shard) DO UPDATE SET fence = EXCLUDED.fence,"
+            " holder = EXCLUDED.holder, acquired_at = EXCLUDED.acquired_at"
+        )
     if "INSERT OR REPLACE INTO fetch_records" in out:
         out = out.replace("INSERT OR REPLACE INTO", "INSERT INTO") + (
             " ON CONFLICT (fetch_id) DO UPDATE SET fence = EXCLUDED.fence,"

@@ -103,4 +103,22 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # Batch leases: each run (or retry) of a fetch partition takes the next fence token; only
+    # the newest may write the partition's Delta rows (the lake checks it at commit).
+    (
+        5,
+        [
+            """CREATE TABLE batch_leases (
+                cycle TEXT NOT NULL,
+                shard INTEGER NOT NULL,
+                fence INTEGER NOT NULL,
+                holder TEXT NOT NULL,
+                acquired_at REAL NOT NULL,
+                PRIMARY KEY (cycle, shard)
+            )""",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

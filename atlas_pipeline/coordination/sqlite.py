@@ -17,6 +17,7 @@ from ..errors import CoordinationError, StaleAttempt, StoreUnavailable
 from ..reasons import Reason
 from ..robots import RobotsPolicy, RobotsStatus
 from .base import (
+    BatchLease,
     Candidate,
     Claim,
     Drained,
@@ -671,6 +672,28 @@ class SqliteStore:
                 (Reason.LEASE_EXPIRED.value, now),
             )
             return int(cur.rowcount)
+
+    def acquire_batch(self, cycle: str, shard: int, holder: str, now: float) -> BatchLease:
+        """Take the next fence token of partition (cycle, shard) for `holder` (a run id)."""
+        with self._tx() as c:
+            self._lock_shard(c, shard)
+            row = c.execute(
+                "SELECT fence FROM batch_leases WHERE cycle = ? AND shard = ?" + self._for_update,
+                (cycle, shard),
+            ).fetchone()
+            fence = (int(row["fence"]) if row else 0) + 1
+            c.execute(
+                "INSERT OR REPLACE INTO batch_leases VALUES (?,?,?,?,?)",
+                (cycle, shard, fence, holder, now),
+            )
+        return BatchLease(cycle, shard, fence, holder)
+
+    def batch_lease(self, cycle: str, shard: int) -> BatchLease | None:
+        """The newest batch lease of a partition."""
+        row = self._select(
+            "SELECT fence, holder FROM batch_leases WHERE cycle = ? AND shard = ?", (cycle, shard)
+        ).fetchone()
+        return BatchLease(cycle, shard, int(row["fence"]), row["holder"]) if row else None
 
     def defer_remaining(self, cycle: str, shard: int, reason: str) -> int:
         with self._tx() as c:

@@ -956,3 +956,14 @@ def test_a_locked_database_is_an_outage_not_a_crash(tmp_path: Path) -> None:
         claim(store, now)
     blocker.execute("ROLLBACK")
     assert isinstance(claim(store, now), Lease)  # nothing was applied by the failed call
+
+
+def test_batch_leases_give_each_run_of_a_partition_the_next_fence(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    assert store.batch_lease(CYCLE, SHARD) is None
+    first = store.acquire_batch(CYCLE, SHARD, "run-1", T0)
+    retry = store.acquire_batch(CYCLE, SHARD, "run-1-retry", T0 + 1)
+    other = store.acquire_batch(CYCLE, SHARD + 1, "run-2", T0)
+    assert (first.fence, retry.fence, other.fence) == (1, 2, 1)
+    assert store.batch_lease(CYCLE, SHARD) == retry
+    assert store.acquire_batch("c2", SHARD, "run-3", T0).fence == 1

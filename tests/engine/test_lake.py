@@ -164,3 +164,27 @@ def test_a_partition_streams_in_chunks_as_one_commit(lake: Lake) -> None:
     back = lake.read_partition("fetches", "c0001", "shard_000")
     assert back.height == total and "old" not in back["fetch_id"].to_list()
     assert back["fetch_id"].n_unique() == total
+
+
+def _fetch(url: str) -> dict[str, object]:
+    return {"fetch_id": url, "url": url, "status": 200}
+
+
+def test_an_older_batch_fence_never_overwrites_a_newer_write(lake: Lake) -> None:
+    newer = lake.write_partition("fetches", [_fetch("a"), _fetch("b")], "c1", "s0", fence=2)
+    assert (newer.rows, newer.fence, newer.superseded_by) == (2, 2, None)
+    late = lake.write_partition("fetches", [_fetch("a")], "c1", "s0", fence=1)  # a zombie
+    assert (late.rows, late.superseded_by, late.version) == (0, 2, newer.version)
+    part = lake.read_partition("fetches", "c1", "s0")
+    assert sorted(part["url"]) == ["a", "b"] and set(part["batch_fence"]) == {2}
+    again = lake.write_partition("fetches", [_fetch("a"), _fetch("b")], "c1", "s0", fence=2)
+    assert again.superseded_by is None  # the same fence may rewrite (a resumed writer)
+    newest = lake.write_partition("fetches", [_fetch("c")], "c1", "s0", fence=3)
+    assert newest.superseded_by is None
+    assert lake.read_partition("fetches", "c1", "s0")["batch_fence"].to_list() == [3]
+
+
+def test_fences_are_per_partition(lake: Lake) -> None:
+    lake.write_partition("fetches", [_fetch("a")], "c1", "s0", fence=5)
+    other = lake.write_partition("fetches", [_fetch("b")], "c1", "s1", fence=1)
+    assert other.superseded_by is None and other.rows == 1

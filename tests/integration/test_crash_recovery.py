@@ -1,5 +1,7 @@
-"""Real processes killed mid-crawl: a SIGKILLed batch loses nothing, and a SIGSTOPped one
-that wakes after its leases expired has its late commits rejected as stale."""
+"""Real processes killed mid-crawl: a batch SIGKILLed at each step of the commit order (after a
+claim, after a response, after a commit, before and in the middle of the Delta write) loses
+nothing and duplicates no document when resumed; a SIGSTOPped one that wakes after its leases
+expired has its late commits rejected as stale and its late partition write ignored."""
 
 from __future__ import annotations
 
@@ -30,8 +32,8 @@ from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
 if __name__ == "__main__":
     engine = Engine.from_config(load_config(sys.argv[1]))
     plan_frontier(engine, "c0001", 0)
-    fetch_shard(engine, "c0001", 0)
-    print("done", flush=True)
+    result = fetch_shard(engine, "c0001", 0)
+    print(f"done fence={result.lease.fence} superseded_by={result.superseded_by}", flush=True)
 """
 
 
@@ -45,11 +47,14 @@ def _config(sandbox: SandboxProcess, tmp_path: Path) -> Path:
     )  # fmt: skip
 
 
-def _start(cfg: Path, tmp_path: Path) -> subprocess.Popen[str]:
+def _start(cfg: Path, tmp_path: Path, failpoint: str | None = None) -> subprocess.Popen[str]:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
+    env = {k: v for k, v in os.environ.items() if k != "ATLAS_FAILPOINTS"}
+    if failpoint:
+        env["ATLAS_FAILPOINTS"] = failpoint
     return subprocess.Popen([sys.executable, str(script), str(cfg)], cwd=Path(__file__).parents[2],
-                            start_new_session=True, text=True,
+                            start_new_session=True, text=True, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
@@ -80,22 +85,33 @@ def _resume_and_check(sandbox: SandboxProcess, cfg_path: Path) -> dict[str, Any]
     return {"repeated": repeated, "stale": len(stale)}
 
 
-def test_sigkill_mid_batch_loses_nothing_and_duplicates_no_document(
-    sandbox: SandboxProcess, tmp_path: Path
+# (failpoint, fetches repeated after resuming: lower bound, upper bound or None = in flight)
+CRASH_POINTS = {
+    "after_claim": ("after_claim=20:kill", 0, None),  # leased, not yet requested
+    "after_response": ("after_response=20:kill", 1, None),  # fetched, not committed
+    "after_commit": ("after_commit=10:kill", 0, None),  # some committed, lake not written
+    "before_lake_write": ("before_lake_write=1:kill", 0, 0),  # all committed, lake not written
+    "mid_delta_write": ("mid_delta_write=1:kill", 0, 0),  # Delta files written, not committed
+}
+
+
+@pytest.mark.parametrize("point", sorted(CRASH_POINTS))
+def test_sigkill_at_each_step_loses_nothing_and_duplicates_no_document(
+    sandbox: SandboxProcess, tmp_path: Path, point: str
 ) -> None:
+    spec, low, high = CRASH_POINTS[point]
     cfg = _config(sandbox, tmp_path)
     sandbox.log.clear()
-    proc = _start(cfg, tmp_path)
-    _wait_for_pages(sandbox, 25)
-    os.killpg(proc.pid, signal.SIGKILL)  # the worker and its extraction processes
-    proc.wait(10)
+    proc = _start(cfg, tmp_path, spec)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, f"{point} did not fire: {err[-2000:]}"
     outcome = _resume_and_check(sandbox, cfg)
-    print(f"repeated fetches after SIGKILL: {outcome['repeated']}")
+    print(f"{point}: repeated fetches after SIGKILL: {outcome['repeated']}")
     # At-least-once, bounded: only URLs leased but not yet committed at the kill come back,
     # i.e. requests on the wire plus fetched pages queued for extraction.
     workers = os.cpu_count() or 1
     bound = len(sandbox.web.hosts) + workers * defaults.PARSE_BACKLOG_PER_WORKER
-    assert 1 <= outcome["repeated"] <= bound
+    assert low <= outcome["repeated"] <= (bound if high is None else high)
 
 
 def test_a_paused_worker_past_its_lease_has_its_commits_rejected(
@@ -110,13 +126,16 @@ def test_a_paused_worker_past_its_lease_has_its_commits_rejected(
         outcome = _resume_and_check(sandbox, cfg)  # waits out the lease, finishes the work
     finally:
         os.killpg(zombie.pid, signal.SIGCONT)
-    _, err = zombie.communicate(timeout=60)
+    out, err = zombie.communicate(timeout=60)
     assert zombie.returncode == 0, err[-2000:]
     engine = Engine.from_config(load_config(cfg))
     stale = engine.store.stale_attempts()
     assert stale, "the zombie's late commit should have been recorded as stale"
     docs = pl.read_delta(str(engine.cfg.lake_path / "crawl" / "documents"))
     assert docs.height == docs["url"].n_unique()  # its late lake write changed nothing
+    # the zombie took batch fence 1, the resumed run fence 2: only fence 2 wrote the partition
+    assert "done fence=1 superseded_by=2" in out
+    assert set(docs["batch_fence"]) == {2}
     assert outcome["repeated"] >= 1  # the stolen URL was fetched again
     engine.close()
 

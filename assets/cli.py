@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from atlas_pipeline.config import CrawlConfig, dump_config, load_config
-from atlas_pipeline.errors import AtlasError
+from atlas_pipeline.errors import AtlasError, ConfigError
 
 DEMO_ORIGINS = 5  # generated origins besides the three publishers
 DEMO_PAGES = 40  # pages per origin
@@ -153,6 +153,27 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep_bodies(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, dict(os.environ))
+    grace_s = args.grace_hours * 3600
+    if grace_s < 2 * cfg.lease_s:
+        raise ConfigError(
+            f"--grace-hours {args.grace_hours:g} is shorter than two leases "
+            f"({2 * cfg.lease_s:g} s): a body put by a running batch could be swept before "
+            "its commit; use a longer grace"
+        )
+    from atlas_pipeline.crawl import Engine
+
+    engine = Engine.from_config(cfg)
+    try:
+        report = engine.bodies.sweep_orphans(engine.store.referenced_bodies, grace_s)
+    finally:
+        engine.close()
+    print(f"scanned {report.scanned} bodies, deleted {report.deleted} orphans "
+          f"({report.bytes / 1e6:.1f} MB) from {cfg.bodies_path}")  # fmt: skip
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="atlas", description="Atlas: a polite, durable web crawler on Dagster."
@@ -182,6 +203,14 @@ def parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="validate a crawl config and print every key")
     config.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
     config.set_defaults(func=cmd_config)
+    sweep = sub.add_parser(
+        "sweep-bodies", help="delete stored bodies that no committed fetch references"
+    )
+    sweep.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    sweep.add_argument(
+        "--grace-hours", type=float, default=24.0, help="keep bodies put more recently than this"
+    )
+    sweep.set_defaults(func=cmd_sweep_bodies)
     return p
 
 

@@ -82,7 +82,9 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
     ) -> Iterator[dg.MaterializeResult]:
         cycle, shard = cycle_and_shard(context)
         with atlas.open() as engine:
-            result = fetch_shard(engine, cycle, shard, holder=context.run_id)
+            result = fetch_shard(
+                engine, cycle, shard, holder=f"{context.run.run_id}#{context.retry_number}"
+            )
         if result.superseded_by is not None:
             context.log.warning(
                 f"batch fence {result.lease.fence} was superseded by fence {result.superseded_by}"

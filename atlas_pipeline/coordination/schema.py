@@ -121,4 +121,15 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # The body a committed record references, as a column: the orphan-body sweeper keeps it.
+    (
+        6,
+        [
+            "ALTER TABLE fetch_records ADD COLUMN body_key TEXT",
+            "UPDATE fetch_records SET body_key = json_extract(record, '$.body_key')",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

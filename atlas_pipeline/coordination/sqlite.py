@@ -38,6 +38,9 @@ Row = Any  # sqlite3.Row, or postgres.py's row with the same [name] / [index] ac
 
 _POLL_S = 0.25  # how soon to look again when another worker holds the only free slot
 _BATCH = 200  # rows per multi-row statement (13 parameters a URL row)
+_INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
+    (fetch_id, cycle, shard, url, fence, record, links, document, body_key)
+    VALUES (?,?,?,?,?,?,?,?,?)"""
 _SCAN = 16  # URLs of one origin looked at per claim before giving up on robots-blocked ones
 
 
@@ -568,8 +571,9 @@ class SqliteStore:
                 outcome.record["fetch_id"], cycle, lease.shard, lease.url, lease.fence,
                 json.dumps(outcome.record, default=str), json.dumps(rows, default=str),
                 json.dumps(outcome.document, default=str) if outcome.document else None,
+                outcome.record.get("body_key"),
             ))  # fmt: skip
-        c.executemany("INSERT OR REPLACE INTO fetch_records VALUES (?,?,?,?,?,?,?,?)", records)
+        c.executemany(_INSERT_RECORD, records)
 
     # robots ------------------------------------------------------------------------
     def robots(self, origin: str) -> RobotsRecord | None:
@@ -606,9 +610,9 @@ class SqliteStore:
         with self._tx() as c:
             if record is not None and cycle is not None and shard is not None:
                 c.execute(
-                    "INSERT OR REPLACE INTO fetch_records VALUES (?,?,?,?,?,?,?,?)",
+                    _INSERT_RECORD,
                     (record["fetch_id"], cycle, shard, record["url"], 0,
-                     json.dumps(record, default=str), "[]", None),
+                     json.dumps(record, default=str), "[]", None, None),
                 )  # fmt: skip
             row = c.execute(
                 "SELECT * FROM origins WHERE origin = ? AND robots_lease_id = ?" + self._for_update,
@@ -718,6 +722,14 @@ class SqliteStore:
                 "links": json.loads(r["links"]),
                 "document": json.loads(r["document"]) if r["document"] else None,
             }
+
+    def referenced_bodies(self) -> set[str]:
+        """Every body key a committed record or a URL's current version references."""
+        rows = self._select(
+            """SELECT body_key FROM fetch_records WHERE body_key IS NOT NULL
+               UNION SELECT content_hash FROM urls WHERE content_hash IS NOT NULL"""
+        )
+        return {r[0] for r in rows}
 
     def url_rows(self, shard: int) -> list[dict[str, Any]]:
         rows = self._select(

@@ -967,3 +967,15 @@ def test_batch_leases_give_each_run_of_a_partition_the_next_fence(tmp_path: Path
     assert (first.fence, retry.fence, other.fence) == (1, 2, 1)
     assert store.batch_lease(CYCLE, SHARD) == retry
     assert store.acquire_batch("c2", SHARD, "run-3", T0).fence == 1
+
+
+def test_referenced_bodies_cover_committed_records_and_current_versions(
+    store: SqliteStore,
+) -> None:
+    now = ready_origin(store, ["https://news-a.example.test/a"])
+    lease = claim(store, now)
+    assert isinstance(lease, Lease)
+    res = Outcome(UrlState.FETCHED, "fetched", now + TTL, 200, content_hash="k1",
+                  record={"fetch_id": "f1", "body_key": "k1"})  # fmt: skip
+    assert store.commit(lease, res, CYCLE, now + 1)
+    assert store.referenced_bodies() == {"k1"}

@@ -78,3 +78,36 @@ def test_crawl_two_cycles_on_a_persistent_instance(sandbox: SandboxProcess, tmp_
         assert instance.get_dynamic_partitions("crawl_cycle") == ["c0001", "c0002"]
         runs = instance.get_runs()
         assert len(runs) == 4 and all(r.is_success for r in runs)
+
+
+def test_sweep_bodies_deletes_orphans_and_keeps_committed_bodies(tmp_path: Path) -> None:
+    from atlas_pipeline.bodies import BodyStore
+    from atlas_pipeline.config import load_config
+    from atlas_pipeline.coordination import Candidate, Lease, Outcome, UrlState
+    from atlas_pipeline.crawl import Engine
+
+    cfg_path = write_config(tmp_path / "atlas.yaml", {"data_dir": str(tmp_path / "data"),
+                                                      "seeds": ["http://a.example.test/"]})  # fmt: skip
+    engine = Engine.from_config(load_config(cfg_path))
+    bodies: BodyStore = engine.bodies
+    committed, orphan = bodies.put(b"committed page"), bodies.put(b"fetched, never committed")
+    # commit a record referencing one body, through the real store
+    store = engine.store
+    url = "http://a.example.test/"
+    store.discover([Candidate(url, url, "http://a.example.test:80", 0, 0, 1.0)], "c0001")
+    task = store.claim("c0001", 0, 1.0, "AtlasBot", 60.0)
+    store.put_robots(task, "parsed", "", 1.0, 1e12, 0.0)  # type: ignore[arg-type]
+    lease = store.claim("c0001", 0, 10.0, "AtlasBot", 60.0)
+    assert isinstance(lease, Lease)
+    store.commit(lease, Outcome(UrlState.FETCHED, "fetched", 1e12, 200, content_hash=committed,
+                                record={"fetch_id": "f", "body_key": committed}), "c0001", 11.0)  # fmt: skip
+    engine.close()
+    for key in (committed, orphan):
+        path = bodies.root / key[:2] / key[2:4] / f"{key}.gz"
+        os.utime(path, (1.0, 1.0))  # put long ago
+    short = run_atlas("sweep-bodies", "--config", str(cfg_path), "--grace-hours", "0")
+    assert short.returncode == 2 and "shorter than two leases" in short.stderr
+    res = run_atlas("sweep-bodies", "--config", str(cfg_path), "--grace-hours", "1")
+    assert res.returncode == 0, res.stderr
+    assert "scanned 2 bodies, deleted 1 orphans" in res.stdout
+    assert bodies.has(committed) and not bodies.has(orphan)

@@ -157,7 +157,7 @@ class FetchBatch:
         self._last_sweep = 0.0
 
     async def run(self) -> BatchStats:
-        async with make_session(self.cfg, self.gate) as session:
+        async with make_session(self.cfg, self.gate, self._on_sent) as session:
             self.session = session
             await self._loop()
         self.stats.finished_at = self.clock()
@@ -303,19 +303,23 @@ class FetchBatch:
             headers["If-Modified-Since"] = lease.last_modified
         return headers
 
-    def _note_start(self, claim: Lease | RobotsTask) -> None:
-        # The gap runs between request *starts*: if this request leaves later than its claim
-        # (a busy event loop), the origin's next slot moves with it.
-        started = self.clock()
-        if claim.gap_s > 0 and started - claim.claimed_at > d.START_SLACK_S:
-            self._push_clock(claim.origin, next_eligible_at=started + claim.gap_s)
+    def _on_sent(self, claim: Lease | RobotsTask) -> None:
+        # The gap runs between request *starts*: if this request's headers left later than
+        # its claim (a busy event loop, a slow store call), the origin's next slot moves with
+        # it, at once, so no other run claims that slot in the meantime.
+        sent = self.clock()
+        if claim.gap_s > 0 and sent - claim.claimed_at > d.START_SLACK_S:
+            push = [(claim.origin, sent + claim.gap_s, 0.0)]
+            try:
+                self.store.push_origin_clocks(push)
+            except StoreUnavailable:
+                self._push_clock(claim.origin, next_eligible_at=sent + claim.gap_s)
 
     async def _fetch_url(self, lease: Lease) -> None:
-        self._note_start(lease)
         try:
             resp = await fetch(
                 self.session, self.gate, lease.url, self._request_headers(lease),
-                self.cfg.limits.max_body_bytes,
+                self.cfg.limits.max_body_bytes, trace_ctx=lease,
             )  # fmt: skip
         finally:
             self._net_active -= 1
@@ -509,9 +513,8 @@ class FetchBatch:
     # robots --------------------------------------------------------------------------
     async def _fetch_robots(self, task: RobotsTask) -> None:
         url = f"{_origin_base(task.origin)}/robots.txt"
-        self._note_start(task)
         try:
-            resp = await self._get_following(url)
+            resp = await self._get_following(url, task)
         finally:
             self._net_active -= 1
         self.stats.robots_requests += 1
@@ -568,13 +571,12 @@ class FetchBatch:
             return RobotsStatus.PARSED, prev.text
         return RobotsStatus.UNREACHABLE, ""
 
-    async def _get_following(self, url: str) -> Response:
+    async def _get_following(self, url: str, task: RobotsTask) -> Response:
         """robots.txt: up to 5 redirects, each hop through the egress gate."""
         seen = {url}
-        for _ in range(ROBOTS_MAX_HOPS + 1):
-            resp = await fetch(
-                self.session, self.gate, url, {}, self.cfg.robots.max_bytes, truncate=True
-            )
+        for hop in range(ROBOTS_MAX_HOPS + 1):
+            resp = await fetch(self.session, self.gate, url, {}, self.cfg.robots.max_bytes,
+                               truncate=True, trace_ctx=None if hop else task)  # fmt: skip
             if resp.status not in REDIRECTS or "location" not in resp.headers:
                 return resp
             try:

@@ -81,8 +81,7 @@ class Limits(_Section):
     retry_backoff_s: float = Field(d.RETRY_BACKOFF_S, ge=0)
     """Base delay before a failed URL is eligible again."""
     store_outage_s: float = Field(d.STORE_OUTAGE_S, gt=0)
-    """How long a batch waits out an unreachable coordination store (no new leases, finished
-    results kept) before it fails."""
+    """How long a batch waits out an unreachable coordination store before it fails."""
 
 
 class Robots(_Section):

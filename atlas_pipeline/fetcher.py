@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -41,8 +43,19 @@ class Response:
     detail: str | None = None
 
 
-def make_session(cfg: CrawlConfig, gate: EgressGate) -> aiohttp.ClientSession:
-    """A session whose every connection goes through the egress gate's pinned resolver."""
+def make_session(
+    cfg: CrawlConfig, gate: EgressGate, on_sent: Callable[[Any], None] | None = None
+) -> aiohttp.ClientSession:
+    """A session whose every connection goes through the egress gate's pinned resolver.
+    `on_sent(ctx)` runs when a request's headers leave (ctx: fetch's `trace_ctx`)."""
+    trace = aiohttp.TraceConfig()
+    if on_sent is not None:
+
+        async def headers_sent(_: Any, ctx: Any, __: Any) -> None:
+            if ctx.trace_request_ctx is not None:
+                on_sent(ctx.trace_request_ctx)
+
+        trace.on_request_headers_sent.append(headers_sent)
     connector = aiohttp.TCPConnector(
         resolver=PinnedResolver(gate),
         use_dns_cache=False,
@@ -54,6 +67,7 @@ def make_session(cfg: CrawlConfig, gate: EgressGate) -> aiohttp.ClientSession:
         auto_decompress=True,
         trust_env=False,  # proxies from the environment would bypass the gate
         headers={"User-Agent": cfg.user_agent},
+        trace_configs=[trace],
         timeout=aiohttp.ClientTimeout(
             total=cfg.limits.total_timeout_s, sock_connect=cfg.limits.connect_timeout_s
         ),
@@ -67,13 +81,16 @@ async def fetch(
     headers: dict[str, str],
     max_bytes: int,
     truncate: bool = False,
+    trace_ctx: Any = None,
 ) -> Response:
     """GET `url` once. Over `max_bytes` decompressed: error body_too_large (or cut if `truncate`)."""
     started = time.time()
     resp = Response(url=url, status=None, started_at=started)
     try:
         gate.check_url(url)
-        async with session.get(url, headers=headers, allow_redirects=False) as r:
+        async with session.get(
+            url, headers=headers, allow_redirects=False, trace_request_ctx=trace_ctx
+        ) as r:
             resp.status = r.status
             resp.headers = {k: r.headers[k] for k in KEPT_HEADERS if k in r.headers}
             resp.charset = r.charset

@@ -132,20 +132,20 @@ class Lake:
             reader = _batches(table, rows, fixed, counter)
             try:
                 if not self.exists(table):
-                    write_deltalake(uri, reader, mode="append", partition_by=parts,
-                                    target_file_size=TARGET_FILE_BYTES, commit_properties=props,
-                                    storage_options=self.storage_options)  # fmt: skip
-                else:
-                    dt = DeltaTable(uri, storage_options=self.storage_options)
-                    newer = dt.transaction_version(app_id) if app_id else None
-                    if newer is not None and fence is not None and newer > fence:
-                        return Written(table, uri, 0, dt.version(), fence, superseded_by=newer)
-                    # dt pins the version read above: a newer writer's commit since then
-                    # makes this one conflict instead of overwriting it
-                    write_deltalake(dt, reader, mode="overwrite", partition_by=parts,
-                                    predicate=predicate, target_file_size=TARGET_FILE_BYTES,
-                                    schema_mode="merge", commit_properties=props,
-                                    storage_options=self.storage_options)  # fmt: skip
+                    # Created empty first, so every data write below is a predicate overwrite
+                    # pinned to a read version: concurrent first writers conflict, not append.
+                    DeltaTable.create(uri, frame(table, []).to_arrow().schema, mode="ignore",
+                                      partition_by=parts, storage_options=self.storage_options)  # fmt: skip
+                dt = DeltaTable(uri, storage_options=self.storage_options)
+                newer = dt.transaction_version(app_id) if app_id else None
+                if newer is not None and fence is not None and newer > fence:
+                    return Written(table, uri, 0, dt.version(), fence, superseded_by=newer)
+                # dt pins the version read above: a newer writer's commit since then makes
+                # this one conflict (and re-check) instead of overwriting it
+                write_deltalake(dt, reader, mode="overwrite", partition_by=parts,
+                                predicate=predicate, target_file_size=TARGET_FILE_BYTES,
+                                schema_mode="merge", commit_properties=props,
+                                storage_options=self.storage_options)  # fmt: skip
                 version = DeltaTable(uri, storage_options=self.storage_options).version()
                 return Written(table, uri, counter[0], version, fence)
             except (CommitFailedError, DeltaError) as exc:

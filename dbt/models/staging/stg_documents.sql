@@ -18,5 +18,7 @@ select
     cast(body_key as varchar) as body_key,
     cast(links_out as integer) as links_out,
     cast(extraction_version as varchar) as extraction_version,
-    cast(fetched_at as timestamptz) as fetched_at
+    cast(fetched_at as timestamptz) as fetched_at,
+    -- the batch fence of the run that wrote the partition (the newest run of it)
+    cast(batch_fence as bigint) as batch_fence
 from {{ source('lake', 'documents') }}

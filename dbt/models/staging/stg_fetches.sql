@@ -23,5 +23,7 @@ select
     cast(attempt as integer) as attempt,
     cast(robots_version as bigint) as robots_version,
     cast(error as varchar) as error,
-    cast(body_key as varchar) as body_key
+    cast(body_key as varchar) as body_key,
+    -- the batch fence of the run that wrote the partition (the newest run of it)
+    cast(batch_fence as bigint) as batch_fence
 from {{ source('lake', 'fetches') }}

@@ -12,5 +12,7 @@ select
     cast(nofollow as boolean) as nofollow,
     cast(depth as integer) as depth,
     cast(reason as varchar) as reason,
-    cast(kind as varchar) as kind
+    cast(kind as varchar) as kind,
+    -- the batch fence of the run that wrote the partition (the newest run of it)
+    cast(batch_fence as bigint) as batch_fence
 from {{ source('lake', 'links') }}

@@ -19,6 +19,7 @@ from atlas_pipeline.sandbox import normalize_url
 from tests.conftest import SandboxProcess, sandbox_config, write_config
 
 GAP_S = 0.3
+SERVER_JITTER_S = 0.05
 RUNS = 3
 WORKER = """
 import json, sys, time
@@ -74,11 +75,23 @@ def test_three_processes_drain_one_partition_together_on_postgres(
     for e in log:
         starts[e["host"]].append(e["start"])
     gaps = [b - a for s in starts.values() for a, b in itertools.pairwise(s)]
-    assert min(gaps) >= GAP_S, min(gaps)  # one clock per origin, shared by all three
+    # One clock per origin, shared by all three. As Atlas sent them (the fetch records of all
+    # runs): never closer than the gap. As the server's handlers started them: the same, less
+    # the server's own scheduling delay when a burst arrives on a machine running three
+    # crawlers, PostgreSQL and the server on two cores.
+    fetches = pl.read_delta(str(tmp_path / "lake" / "crawl" / "fetches"))
+    sent = [
+        b - a
+        for (_,), g in fetches.sort("started_at").group_by("origin", maintain_order=True)
+        for a, b in itertools.pairwise(t.timestamp() for t in g["started_at"])
+    ]
+    assert fetches.height == len(log) and min(sent) >= GAP_S, min(sent)
+    assert min(gaps) >= GAP_S - SERVER_JITTER_S, min(gaps)
     assert sum(o["requests"] for o in outputs) == len(pages)
     assert sum(o["requests"] > 0 for o in outputs) >= 2, outputs  # the work was shared
     assert sorted(o["fence"] for o in outputs) == [1, 2, 3]
     docs = pl.read_delta(str(tmp_path / "lake" / "crawl" / "documents"))
     assert docs.height == docs["url"].n_unique() == len(fetched)
     assert set(docs["batch_fence"]) == {3}, outputs  # the newest run owns the partition
-    print("requests per run:", [o["requests"] for o in outputs], "min gap", round(min(gaps), 3))
+    print("requests per run:", [o["requests"] for o in outputs],
+          f"min gap sent {min(sent):.3f} s, seen by the server {min(gaps):.3f} s")  # fmt: skip

@@ -61,7 +61,7 @@ def build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetCheck
 
 def _build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChecksDefinition]:
     @dg.asset_check(asset=FETCHES, partitions_def=partitions, blocking=False)
-    def politeness_respected(
+    def politeness_audit(
         context: dg.AssetCheckExecutionContext, atlas: AtlasCrawl
     ) -> dg.AssetCheckResult:
         """No origin got two request starts closer than its gap, or more in flight than its cap."""
@@ -125,4 +125,4 @@ def _build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChec
             metadata={"documents": docs.height, "empty": empty, "text_yield": round(share, 4)},
         )
 
-    return [politeness_respected, robots_respected, documents_have_text]
+    return [politeness_audit, robots_respected, documents_have_text]

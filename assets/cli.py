@@ -33,7 +33,8 @@ def _free_port(preferred: int) -> int:
 def cmd_web(args: argparse.Namespace) -> int:
     from atlas_pipeline.sandbox import SandboxWeb, serve_forever
 
-    web = SandboxWeb(seed=args.seed, generated_origins=args.origins, pages_per_origin=args.pages)
+    web = SandboxWeb(seed=args.seed, generated_origins=args.origins, pages_per_origin=args.pages,
+                     page_kb=(args.page_kb[0], args.page_kb[1]))  # fmt: skip
     serve_forever(web, port=args.port, log_path=Path(args.log) if args.log else None)
     return 0
 
@@ -186,6 +187,8 @@ def parser() -> argparse.ArgumentParser:
         "--origins", type=int, default=5, help="generated origins besides the three publishers"
     )
     web.add_argument("--pages", type=int, default=40, help="pages per origin")
+    web.add_argument("--page-kb", type=int, nargs=2, default=[20, 100], metavar=("LO", "HI"),
+                     help="page size range in KB")  # fmt: skip
     web.add_argument("--log", help="JSON-lines request log file")
     web.set_defaults(func=cmd_web)
     crawl = sub.add_parser("crawl", help="add cycle partitions and materialize them")

@@ -38,7 +38,7 @@ def test_definitions_load_with_crawl_assets_checks_job_and_dbt(config_env: Path)
     assert {"stg_fetches", "stg_documents"} <= keys
     assert d.resolve_job_def(CRAWL_JOB).partitions_def is not None
     checks = {c.name for c in d.resolve_asset_graph().asset_check_keys}
-    assert {"politeness_respected", "robots_respected", "documents_have_text"} <= checks
+    assert {"politeness_audit", "robots_respected", "documents_have_text"} <= checks
 
 
 def test_shard_count_comes_from_the_config(config_env: Path) -> None:

@@ -59,7 +59,7 @@ def test_runs_succeed_and_checks_pass(crawled: dict[str, Any]) -> None:
     for res in crawled["results"]:
         assert res.success
         evaluations = res.get_asset_check_evaluations()
-        assert {e.check_name for e in evaluations} >= {"politeness_respected", "robots_respected"}
+        assert {e.check_name for e in evaluations} >= {"politeness_audit", "robots_respected"}
         failed = [(e.check_name, e.metadata) for e in evaluations if not e.passed]
         assert failed == []
 

@@ -78,6 +78,7 @@ class BatchStats:
     store_outages: int = 0  # times the store became unreachable during the batch
     store_outage_s: float = 0.0  # total time it was unreachable
     max_held: int = 0  # most finished results held while the store was unreachable
+    paused: int = 0  # URLs left open because an operator paused their origin or domain
     outcomes: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -160,6 +161,10 @@ class FetchBatch:
         async with make_session(self.cfg, self.gate, self._on_sent) as session:
             self.session = session
             await self._loop()
+        try:
+            self.stats.paused = self.store.mark_paused(self.cycle, self.shard)
+        except StoreUnavailable as exc:
+            log.warning("could not label the URLs of paused origins: %s", exc)
         self.stats.finished_at = self.clock()
         return self.stats
 

@@ -41,6 +41,7 @@ class Reason(StrEnum):
     MAX_ATTEMPTS = "max_attempts"
     # scheduling
     DEFERRED_BACKOFF = "deferred_origin_backoff"
+    OPERATOR_PAUSED = "operator_paused"  # its origin or registrable domain is paused
     LEASE_EXPIRED = "lease_expired"
     STALE_ATTEMPT = "stale_attempt"
     # frontier selection

@@ -8,8 +8,11 @@ parameters. Path case, query order and unknown parameters are kept.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 from urllib.parse import urljoin, urlsplit
+
+from tld import get_fld
 
 from . import defaults as d
 
@@ -147,6 +150,20 @@ def path_of(url: str) -> str:
     """Path plus query: what robots rules are matched against."""
     parts = urlsplit(url)
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def registrable_domain(host: str) -> str:
+    """The registrable domain of `host` (public-suffix aware, the list bundled with `tld`);
+    an IP address is its own; a name under a suffix the list does not know (e.g. `.test`)
+    takes its last two labels, as the list's default rule `*` says."""
+    host = host.lower().rstrip(".").strip("[]")
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    fld = get_fld(host, fix_protocol=True, fail_silently=True)
+    return fld if isinstance(fld, str) else ".".join(host.split(".")[-2:])
 
 
 def shard_of(origin: str, shards: int) -> int:

@@ -80,6 +80,11 @@ def translate(sql: str) -> str:
         out = out.replace("INSERT OR IGNORE INTO", "INSERT INTO")
         head, sep, tail = out.partition(" RETURNING ")
         out = f"{head} ON CONFLICT DO NOTHING{sep}{tail}"
+    if "INSERT OR REPLACE INTO pauses" in out:
+        out = out.replace("INSERT OR REPLACE INTO", "INSERT INTO") + (
+            " ON CONFLICT (scope, value) DO UPDATE SET reason = EXCLUDED.reason,"
+            " who = EXCLUDED.who, at = EXCLUDED.at"
+        )
     if "INSERT OR REPLACE INTO batch_leases" in out:
         out = out.replace("INSERT OR REPLACE INTO", "INSERT INTO") + (
             " ON CONFLICT (cycle, shard) DO UPDATE SET fence = EXCLUDED.fence,"

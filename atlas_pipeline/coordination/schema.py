@@ -132,4 +132,32 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # Operator pauses (per origin or registrable domain) and an audit log of operator actions.
+    (
+        7,
+        [
+            "ALTER TABLE origins ADD COLUMN registrable_domain TEXT",
+            "CREATE INDEX origins_domain ON origins (registrable_domain)",
+            """CREATE TABLE pauses (
+                scope TEXT NOT NULL,
+                value TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                who TEXT NOT NULL,
+                at REAL NOT NULL,
+                PRIMARY KEY (scope, value)
+            )""",
+            """CREATE TABLE operator_log (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                action TEXT NOT NULL,
+                scope TEXT NOT NULL,
+                value TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                who TEXT NOT NULL,
+                at REAL NOT NULL
+            )""",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import CoordinationError, StaleAttempt, StoreUnavailable
 from ..reasons import Reason
 from ..robots import RobotsPolicy, RobotsStatus
+from ..urls import registrable_domain
 from .base import (
     BatchLease,
     Candidate,
@@ -41,6 +42,9 @@ _BATCH = 200  # rows per multi-row statement (13 parameters a URL row)
 _INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
     (fetch_id, cycle, shard, url, fence, record, links, document, body_key)
     VALUES (?,?,?,?,?,?,?,?,?)"""
+# An operator pause of the origin itself or of its registrable domain (correlated on `o`).
+_PAUSED = """SELECT 1 FROM pauses p WHERE (p.scope = 'origin' AND p.value = o.origin)
+             OR (p.scope = 'domain' AND p.value = o.registrable_domain)"""
 _SCAN = 16  # URLs of one origin looked at per claim before giving up on robots-blocked ones
 
 
@@ -143,6 +147,12 @@ class SqliteStore:
                 for stmt in statements:
                     c.execute(self._ddl(stmt))
                 c.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
+            # registrable domains are computed in Python (public suffix list), not in SQL
+            missing = c.execute("SELECT origin FROM origins WHERE registrable_domain IS NULL")
+            c.executemany(
+                "UPDATE origins SET registrable_domain = ? WHERE origin = ?",
+                [(_domain_of(r[0]), r[0]) for r in missing.fetchall()],
+            )
 
     def schema_version(self) -> int:
         row = self._select("SELECT MAX(version) FROM schema_migrations").fetchone()
@@ -158,7 +168,8 @@ class SqliteStore:
 
     def _ensure_origins(self, c: Conn, cands: list[Candidate]) -> None:
         c.executemany(
-            "INSERT OR IGNORE INTO origins (origin, shard, min_gap_s, max_in_flight) VALUES (?,?,?,?)",
+            """INSERT OR IGNORE INTO origins
+               (origin, shard, min_gap_s, max_in_flight, registrable_domain) VALUES (?,?,?,?,?)""",
             sorted(  # one insertion order for every writer: no lock-order deadlocks
                 {
                     (
@@ -166,6 +177,7 @@ class SqliteStore:
                         x.shard,
                         self.default_policy.min_gap_s,
                         self.default_policy.max_in_flight,
+                        _domain_of(x.origin),
                     )
                     for x in cands
                 }
@@ -331,12 +343,13 @@ class SqliteStore:
             # Fast path: origins whose clocks allow a request now and that have due work,
             # earliest clock first; each EXISTS stops at its first index entry.
             ready_now = c.execute(
-                """SELECT o.*, (SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin
+                f"""SELECT o.*, (SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin
                        AND s.slot_held = 1 AND s.lease_expires_at > :now) AS in_flight
                    FROM origins o
                    WHERE o.shard = :shard AND o.next_eligible_at <= :now AND o.backoff_until <= :now
                      AND EXISTS (SELECT 1 FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
                                  AND u.state IN ('eligible', 'failed_retryable') AND u.due_at <= :now)
+                     AND NOT EXISTS ({_PAUSED})
                    ORDER BY o.next_eligible_at LIMIT :n""",
                 {**params, "n": max(16, limit)},
             ).fetchall()
@@ -390,12 +403,12 @@ class SqliteStore:
     def _when_next(self, c: Conn, cycle: str, shard: int, now: float) -> Wait | Drained:
         """Nothing is claimable now: when might something be (the slow, full look)?"""
         origins = c.execute(
-            """SELECT o.*,
+            f"""SELECT o.*,
                  (SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin AND s.slot_held = 1
                     AND s.lease_expires_at > :now) AS in_flight,
                  (SELECT MIN(u.due_at) FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
                     AND u.state IN ('eligible', 'failed_retryable')) AS due
-               FROM origins o WHERE o.shard = :shard""",
+               FROM origins o WHERE o.shard = :shard AND NOT EXISTS ({_PAUSED})""",
             {"now": now, "cycle": cycle, "shard": shard},
         ).fetchall()
         ready = [max(o["next_eligible_at"], o["backoff_until"], o["due"]) for o in origins
@@ -699,6 +712,49 @@ class SqliteStore:
         ).fetchone()
         return BatchLease(cycle, shard, int(row["fence"]), row["holder"]) if row else None
 
+    # operator controls ------------------------------------------------------------
+    def pause(self, scope: str, value: str, reason: str, who: str, now: float) -> None:
+        """Pause an origin or a registrable domain: no claim from the next one on."""
+        if scope not in ("origin", "domain") or not reason.strip():
+            raise CoordinationError("a pause needs scope 'origin' or 'domain' and a reason")
+        with self._tx() as c:
+            c.execute(
+                "INSERT OR REPLACE INTO pauses VALUES (?,?,?,?,?)", (scope, value, reason, who, now)
+            )
+            self._audit(c, "pause", scope, value, reason, who, now)
+
+    def resume(self, scope: str, value: str, reason: str, who: str, now: float) -> bool:
+        """Lift a pause; False if there was none."""
+        with self._tx() as c:
+            cur = c.execute("DELETE FROM pauses WHERE scope = ? AND value = ?", (scope, value))
+            if cur.rowcount:
+                self._audit(c, "resume", scope, value, reason, who, now)
+            return bool(cur.rowcount)
+
+    def _audit(self, c: Conn, action: str, scope: str, value: str, reason: str, who: str,
+               now: float) -> None:  # fmt: skip
+        c.execute(
+            "INSERT INTO operator_log (action, scope, value, reason, who, at) VALUES (?,?,?,?,?,?)",
+            (action, scope, value, reason, who, now),
+        )
+
+    def pauses(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._select("SELECT * FROM pauses ORDER BY scope, value")]
+
+    def operator_log(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._select("SELECT * FROM operator_log ORDER BY seq")]
+
+    def mark_paused(self, cycle: str, shard: int) -> int:
+        """Give the open URLs of paused origins the reason they were not fetched."""
+        with self._tx() as c:
+            cur = c.execute(
+                f"""UPDATE urls SET reason = ? WHERE shard = ? AND cycle = ?
+                    AND state IN ('eligible', 'failed_retryable')
+                    AND origin IN (SELECT o.origin FROM origins o WHERE EXISTS ({_PAUSED}))""",
+                (Reason.OPERATOR_PAUSED.value, shard, cycle),
+            )
+            return int(cur.rowcount)
+
     def defer_remaining(self, cycle: str, shard: int, reason: str) -> int:
         with self._tx() as c:
             cur = c.execute(
@@ -743,6 +799,11 @@ class SqliteStore:
 
     def stale_attempts(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._select("SELECT * FROM stale_attempts")]
+
+
+def _domain_of(origin: str) -> str:
+    host = origin.split("://", 1)[-1].rsplit(":", 1)[0]
+    return registrable_domain(host)
 
 
 def _clock_update(origin: str, claim: Lease | RobotsTask) -> tuple[Any, ...]:

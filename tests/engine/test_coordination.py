@@ -979,3 +979,45 @@ def test_referenced_bodies_cover_committed_records_and_current_versions(
                   record={"fetch_id": "f1", "body_key": "k1"})  # fmt: skip
     assert store.commit(lease, res, CYCLE, now + 1)
     assert store.referenced_bodies() == {"k1"}
+
+
+# operator pauses -------------------------------------------------------------------------
+
+
+def test_a_paused_origin_is_skipped_from_the_next_claim_and_resumes(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=1)
+    now = ready_origin(store, ["https://news-a.example.test/a", "https://news-a.example.test/b"])
+    store.discover([cand("https://docs-b.example.test/x")], CYCLE)
+    store.pause("origin", NEWS, "complaint #12", "ops@atlas", now)
+    got = claim_batch(store, now, 8)
+    assert isinstance(got, list) and {x.origin for x in got} == {DOCS}  # news-a skipped
+    for x in got:
+        assert isinstance(x, RobotsTask)
+        put_robots(store, x, now)
+    lease = claim(store, now + 1)
+    assert isinstance(lease, Lease) and lease.origin == DOCS
+    store.commit(lease, outcome(), CYCLE, now + 1)
+    assert isinstance(claim(store, now + 2), Drained)  # only paused work is left
+    assert store.mark_paused(CYCLE, SHARD) == 2
+    assert {r["reason"] for r in store.url_rows(SHARD) if r["origin"] == NEWS} == {
+        "operator_paused"
+    }
+    assert store.resume("origin", NEWS, "resolved", "ops@atlas", now + 3)
+    assert not store.resume("origin", NEWS, "again", "ops@atlas", now + 3)
+    assert isinstance(claim(store, now + 3), Lease)
+    log = [(r["action"], r["value"], r["reason"], r["who"]) for r in store.operator_log()]
+    assert log == [("pause", NEWS, "complaint #12", "ops@atlas"),
+                   ("resume", NEWS, "resolved", "ops@atlas")]  # fmt: skip
+
+
+def test_a_domain_pause_covers_every_origin_of_the_registrable_domain(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=1)
+    urls = ["https://a.shop.example.test/1", "http://b.shop.example.test:8080/2",
+            "https://other.example.org/3"]  # fmt: skip
+    store.discover([cand(u) for u in urls], CYCLE)
+    store.pause("domain", "example.test", "opt-out request", "ops", T0)
+    assert store.pauses()[0]["value"] == "example.test"
+    got = claim_batch(store, T0, 8)
+    assert isinstance(got, list) and [x.origin for x in got] == ["https://other.example.org:443"]
+    with pytest.raises(CoordinationError, match="reason"):
+        store.pause("origin", NEWS, " ", "ops", T0)

@@ -111,3 +111,30 @@ def test_sweep_bodies_deletes_orphans_and_keeps_committed_bodies(tmp_path: Path)
     assert res.returncode == 0, res.stderr
     assert "scanned 2 bodies, deleted 1 orphans" in res.stdout
     assert bodies.has(committed) and not bodies.has(orphan)
+
+
+def test_pause_and_resume_an_origin_from_the_cli_are_audited(tmp_path: Path) -> None:
+    from atlas_pipeline.config import load_config
+    from atlas_pipeline.crawl import Engine
+
+    cfg_path = write_config(tmp_path / "atlas.yaml", {"data_dir": str(tmp_path / "data")})
+    res = run_atlas("pause", "--config", str(cfg_path), "--origin", "https://News.Example.com/x",
+                    "--reason", "complaint #7", "--who", "ops")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "paused origin https://news.example.com:443" in res.stdout
+    res = run_atlas("pause", "--config", str(cfg_path), "--domain", "www.shop.example.co.uk",
+                    "--reason", "opt-out", "--who", "ops")  # fmt: skip
+    assert "paused domain example.co.uk" in res.stdout
+    res = run_atlas("resume", "--config", str(cfg_path), "--origin", "https://news.example.com/",
+                    "--reason", "resolved", "--who", "ops")  # fmt: skip
+    assert "resumed origin https://news.example.com:443" in res.stdout
+    missing = run_atlas("pause", "--config", str(cfg_path), "--origin", "https://a.example/")
+    assert missing.returncode == 2 and "--reason" in missing.stderr
+    engine = Engine.from_config(load_config(cfg_path))
+    assert [p["value"] for p in engine.store.pauses()] == ["example.co.uk"]
+    assert [(r["action"], r["who"], r["reason"]) for r in engine.store.operator_log()] == [
+        ("pause", "ops", "complaint #7"),
+        ("pause", "ops", "opt-out"),
+        ("resume", "ops", "resolved"),
+    ]
+    engine.close()

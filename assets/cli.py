@@ -35,7 +35,8 @@ def cmd_web(args: argparse.Namespace) -> int:
 
     web = SandboxWeb(seed=args.seed, generated_origins=args.origins, pages_per_origin=args.pages,
                      page_kb=(args.page_kb[0], args.page_kb[1]))  # fmt: skip
-    serve_forever(web, port=args.port, log_path=Path(args.log) if args.log else None)
+    serve_forever(web, port=args.port, log_path=Path(args.log) if args.log else None,
+                  lab=args.lab)  # fmt: skip
     return 0
 
 
@@ -221,6 +222,9 @@ def parser() -> argparse.ArgumentParser:
     web.add_argument("--page-kb", type=int, nargs=2, default=[20, 100], metavar=("LO", "HI"),
                      help="page size range in KB")  # fmt: skip
     web.add_argument("--log", help="JSON-lines request log file")
+    web.add_argument("--lab", action="store_true",
+                     help="politeness lab: site-001..006 misbehave (robots 503/404/301, 429, "
+                          "slow, Crawl-delay); needs --origins 6 or more")  # fmt: skip
     web.set_defaults(func=cmd_web)
     crawl = sub.add_parser("crawl", help="add cycle partitions and materialize them")
     crawl.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from . import defaults as d
@@ -46,7 +46,7 @@ from .politeness import backoff_s, origin_gap, parse_retry_after
 from .reasons import Reason
 from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
 from .scope import ScopeGuard
-from .urls import BadUrl, normalize
+from .urls import BadUrl, normalize, origin_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -314,11 +314,17 @@ class FetchBatch:
         # it, at once, so no other run claims that slot in the meantime.
         sent = self.clock()
         if claim.gap_s > 0 and sent - claim.claimed_at > d.START_SLACK_S:
-            push = [(claim.origin, sent + claim.gap_s, 0.0)]
-            try:
-                self.store.push_origin_clocks(push)
-            except StoreUnavailable:
-                self._push_clock(claim.origin, next_eligible_at=sent + claim.gap_s)
+            self._push_now(claim.origin, next_eligible_at=sent + claim.gap_s)
+
+    def _push_now(
+        self, origin: str, next_eligible_at: float = 0.0, backoff_until: float = 0.0
+    ) -> None:
+        """Move an origin's clock at once (other runs must see it before their next claim);
+        queued for the store pump if the store is unreachable."""
+        try:
+            self.store.push_origin_clocks([(origin, next_eligible_at, backoff_until)])
+        except StoreUnavailable:
+            self._push_clock(origin, next_eligible_at, backoff_until)
 
     async def _fetch_url(self, lease: Lease) -> None:
         try:
@@ -404,7 +410,7 @@ class FetchBatch:
             wait = parse_retry_after(resp.headers.get("retry-after"), now)
             if wait is None:
                 wait = backoff_s(lease.attempts, self.cfg.limits.retry_backoff_s, 3600.0, self.rng)
-            self._push_clock(lease.origin, backoff_until=now + min(wait, MAX_RETRY_AFTER_S))
+            self._push_now(lease.origin, backoff_until=now + min(wait, MAX_RETRY_AFTER_S))
             reason = (
                 Reason.HTTP_THROTTLED.value if status == 429 else Reason.HTTP_SERVER_ERROR.value
             )
@@ -547,6 +553,8 @@ class FetchBatch:
         policy = RobotsPolicy(task.origin, 0, status, text)
         gap = origin_gap(self.cfg.politeness.min_gap_s, policy.crawl_delay(self.cfg.robots_token),
                          self.cfg.politeness.crawl_delay_cap_s)  # fmt: skip
+        # the gap (Crawl-delay included) runs from this robots.txt request: its answer is in
+        not_before = now + gap + self.cfg.politeness.gap_guard_s if gap > 0 else 0.0
         record = {
             "fetch_id": uuid.uuid4().hex, "kind": "robots", "url": url, "origin": task.origin,
             "depth": 0, "status": resp.status, "reason": status.value,
@@ -559,7 +567,8 @@ class FetchBatch:
         try:
             stored = await self._durably(
                 lambda: self.store.put_robots(task, status.value, text, now, ttl, backoff_until, gap,
-                                              good, cycle=self.cycle, shard=self.shard, record=record)
+                                              good, cycle=self.cycle, shard=self.shard, record=record,
+                                              not_before=not_before)
             )  # fmt: skip
         except StaleAttempt:
             self.stats.stale_commits += 1  # the robots lease ran out; another claim refetches it
@@ -579,9 +588,18 @@ class FetchBatch:
     async def _get_following(self, url: str, task: RobotsTask) -> Response:
         """robots.txt: up to 5 redirects, each hop through the egress gate."""
         seen = {url}
-        for hop in range(ROBOTS_MAX_HOPS + 1):
+        ctx: RobotsTask | None = task
+        for _ in range(ROBOTS_MAX_HOPS + 1):
             resp = await fetch(self.session, self.gate, url, {}, self.cfg.robots.max_bytes,
-                               truncate=True, trace_ctx=None if hop else task)  # fmt: skip
+                               truncate=True, trace_ctx=ctx)  # fmt: skip
+            if origin_of(url) == task.origin and task.gap_s > 0:
+                # A hop is another request to the origin: it waits out the gap, and when it
+                # leaves the clock moves again (claimed_at in the past forces the push). The
+                # robots lease holds the origin's slot, so no other run requests it meanwhile.
+                await asyncio.sleep(task.gap_s)
+                ctx = replace(task, claimed_at=-1.0)
+            else:
+                ctx = None  # another origin's robots.txt: issue 6 gives hops their own slots
             if resp.status not in REDIRECTS or "location" not in resp.headers:
                 return resp
             try:

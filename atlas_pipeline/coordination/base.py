@@ -200,6 +200,7 @@ class CoordinationStore(Protocol):
         cycle: str | None = None,
         shard: int | None = None,
         record: dict[str, Any] | None = None,
+        not_before: float = 0.0,
     ) -> RobotsRecord: ...
 
     def advance_origin_clock(self, origin: str, next_eligible_at: float) -> None: ...

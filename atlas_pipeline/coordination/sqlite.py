@@ -617,9 +617,11 @@ class SqliteStore:
         cycle: str | None = None,
         shard: int | None = None,
         record: dict[str, Any] | None = None,
+        not_before: float = 0.0,
     ) -> RobotsRecord:
         """Store the robots outcome of `task` (and its fetch record); the version grows only
-        when the effective rules change."""
+        when the effective rules change. The origin's next request waits for `not_before` in
+        the same transaction (a Crawl-delay counts from the robots.txt request itself)."""
         with self._tx() as c:
             if record is not None and cycle is not None and shard is not None:
                 c.execute(
@@ -644,7 +646,8 @@ class SqliteStore:
                      robots_good_at = CASE WHEN ? THEN ? ELSE robots_good_at END
                    WHERE origin = ?""",
                 (
-                    version, status, text, now, now + ttl_s, backoff_until, backoff_until,
+                    version, status, text, now, now + ttl_s, backoff_until,
+                    max(backoff_until, not_before),
                     min_gap_s, good, now, task.origin,
                 ),
             )  # fmt: skip

@@ -13,6 +13,7 @@ from types import TracebackType
 
 from aiohttp import web as aio_web
 
+from .lab import Lab
 from .site import SandboxWeb
 from .web import RequestLog, make_app
 
@@ -152,8 +153,10 @@ def serve_forever(
     host: str = "127.0.0.1",
     port: int = 8080,
     log_path: Path | None = None,
+    lab: bool = False,
 ) -> None:
-    """Serve ``web`` in the foreground until Ctrl-C or SIGTERM (for ``atlas web``)."""
+    """Serve ``web`` in the foreground until Ctrl-C or SIGTERM (for ``atlas web``); ``lab``
+    turns on the politeness lab's misbehaving origins (lab.py)."""
     address = _loopback(host)
     sock = _bind(address, port)
     web.port = sock.getsockname()[1]
@@ -161,7 +164,9 @@ def serve_forever(
 
     async def main() -> None:
         runner = aio_web.AppRunner(
-            make_app(web, log), access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT
+            make_app(web, log, Lab() if lab else None),
+            access_log=None,
+            shutdown_timeout=_SHUTDOWN_TIMEOUT,
         )
         await runner.setup()
         await aio_web.SockSite(runner, sock).start()

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from aiohttp import web as aio_web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from .lab import Lab
 from .site import SandboxWeb
 
 _logger = logging.getLogger(__name__)
@@ -211,14 +212,20 @@ def _cacheable(
     return 200, {**headers, "Content-Type": content_type}, body
 
 
-def make_app(web: SandboxWeb, log: RequestLog) -> aio_web.Application:
-    """An aiohttp app serving every origin of ``web``, routed by the Host header."""
+def make_app(web: SandboxWeb, log: RequestLog, lab: Lab | None = None) -> aio_web.Application:
+    """An aiohttp app serving every origin of ``web``, routed by the Host header; with a
+    ``lab``, its misbehaving origins answer first (see lab.py)."""
 
     async def handle(request: aio_web.Request) -> aio_web.StreamResponse:
         start = time.time()
         log.begin()
         try:
-            status, headers, body = _respond(web, request)
+            host, path = _host_name(request.headers.get("Host", "")), request.path
+            special = None
+            if lab is not None and web.is_sandbox_host(host):
+                await lab.delay(host, path)
+                special = lab.answer(host, path, web.robots_txt(host))
+            status, headers, body = special or _respond(web, request)
         except Exception:
             _logger.exception("sandbox handler failed for %s", request.raw_path)
             status, headers, body = 500, {"Content-Type": _TEXT}, b"internal error\n"

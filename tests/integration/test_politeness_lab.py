@@ -1,0 +1,180 @@
+"""Three fetch-batch runs in separate processes crawl the politeness lab (`atlas web --lab`)
+through one PostgreSQL coordination store; the server's request log proves the politeness
+contract (issue: robots and politeness, "Done when"):
+
+zero gap violations, zero in-flight cap violations, zero requests inside a Retry-After
+window, zero requests to disallowed paths, nothing but robots.txt from the 503-robots origin.
+
+Gaps are judged twice: as Atlas sent them (its fetch records, strictly) and as the server's
+handlers started them, less SERVER_JITTER_S: with three crawlers, PostgreSQL and the server on
+two cores, the server's own loop may start a handler a little after the request arrived.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from atlas_pipeline.sandbox import SandboxWeb, lab
+from tests.conftest import FileRequestLog, SandboxProcess, sandbox_config, write_config
+
+ROOT = Path(__file__).resolve().parents[2]
+GAP_S = 0.3
+SERVER_JITTER_S = 0.05
+RUNS = 3
+WORKER = """
+import json, sys, time
+from pathlib import Path
+from atlas_pipeline.config import load_config
+from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
+
+if __name__ == "__main__":
+    engine = Engine.from_config(load_config(sys.argv[1]))
+    go = Path(sys.argv[2])
+    while not go.exists():
+        time.sleep(0.01)
+    plan_frontier(engine, "c0001", 0)
+    result = fetch_shard(engine, "c0001", 0, holder=sys.argv[3])
+    print(json.dumps({"requests": result.stats.requests}), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def lab_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxProcess]:
+    log = tmp_path_factory.mktemp("lab") / "requests.jsonl"
+    cmd = [sys.executable, "-m", "assets.cli", "web", "--port", "0", "--seed", "7",
+           "--origins", "6", "--pages", "15", "--lab", "--log", str(log)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        found = re.search(r"127\.0\.0\.1:(\d+)", proc.stdout.readline())
+        assert found, "the lab web did not start"
+        port = int(found.group(1))
+        web = SandboxWeb(seed=7, generated_origins=6, pages_per_origin=15, port=port)
+        yield SandboxProcess(web, port, FileRequestLog(log))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def crawled(lab_web: SandboxProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import uuid
+
+    import psycopg
+
+    from tests.conftest import PG_URL, postgres_available
+
+    why = postgres_available()
+    if why:
+        pytest.skip(why)
+    schema = f"atlas_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    tmp = tmp_path_factory.mktemp("lab-crawl")
+    cfg = write_config(tmp / "atlas.yaml", sandbox_config(
+        lab_web, tmp, shards=1, coordination_url=f"{PG_URL}?options=-csearch_path%3D{schema}",
+        politeness={"min_gap_s": GAP_S, "max_in_flight": 1},
+        limits={"batch_max_idle_s": 5},
+    ))  # fmt: skip
+    script, go = tmp / "worker.py", tmp / "go"
+    script.write_text(WORKER)
+    lab_web.log.clear()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(cfg), str(go), f"run-{i}"],
+            cwd=ROOT,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(RUNS)
+    ]
+    try:
+        time.sleep(4)  # imports and store connections
+        go.touch()
+        outputs = []
+        for p in procs:
+            out, err = p.communicate(timeout=240)
+            assert p.returncode == 0, err[-3000:]
+            outputs.append(json.loads(out.strip().splitlines()[-1]))
+        fetches = pl.read_delta(str(tmp / "lake" / "crawl" / "fetches"))
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    log = sorted(lab_web.log.entries(), key=lambda e: e["start"])
+    by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in log:
+        by_host[e["host"]].append(e)
+    return {"log": log, "by_host": by_host, "outputs": outputs, "fetches": fetches,
+            "web": lab_web.web}  # fmt: skip
+
+
+def _gap(host: str) -> float:
+    return float(lab.CRAWL_DELAY_S) if host == lab.CRAWL_DELAY else GAP_S
+
+
+def test_all_three_runs_did_work(crawled: dict[str, Any]) -> None:
+    assert sum(o["requests"] > 0 for o in crawled["outputs"]) >= 2, crawled["outputs"]
+
+
+def test_no_gap_violation_as_sent_or_as_seen(crawled: dict[str, Any]) -> None:
+    for host, entries in crawled["by_host"].items():
+        starts = [e["start"] for e in entries]
+        seen = min((b - a for a, b in itertools.pairwise(starts)), default=None)
+        assert seen is None or seen >= _gap(host) - SERVER_JITTER_S, (host, seen)
+    fetches = crawled["fetches"].sort("started_at")
+    for (origin,), group in fetches.group_by("origin", maintain_order=True):
+        host = origin.split("://")[1].rsplit(":", 1)[0]
+        ts = [t.timestamp() for t in group["started_at"]]
+        sent = min((b - a for a, b in itertools.pairwise(ts)), default=None)
+        assert sent is None or sent >= _gap(host), (origin, sent)
+
+
+def test_no_two_requests_in_flight_at_one_origin(crawled: dict[str, Any]) -> None:
+    for host, entries in crawled["by_host"].items():
+        for a, b in itertools.pairwise(entries):
+            assert b["start"] >= a["end"], (host, a["path"], b["path"])
+
+
+def test_no_request_inside_a_retry_after_window(crawled: dict[str, Any]) -> None:
+    entries = crawled["by_host"][lab.THROTTLED]
+    throttled = [e for e in entries if e["status"] == 429]
+    assert throttled, "the throttling origin never answered 429"
+    for t in throttled:
+        inside = [e for e in entries
+                  if t["end"] < e["start"] < t["end"] + lab.RETRY_AFTER_S - SERVER_JITTER_S]  # fmt: skip
+        assert inside == [], inside
+
+
+def test_no_disallowed_path_requested(crawled: dict[str, Any]) -> None:
+    web: SandboxWeb = crawled["web"]
+    for host, entries in crawled["by_host"].items():
+        if host == lab.ROBOTS_404:  # no robots.txt published: everything is allowed
+            continue
+        bad = [e["path"] for e in entries if web.disallowed(host, e["path"])]
+        assert bad == [], (host, bad)
+
+
+def test_only_robots_txt_from_the_503_robots_origin(crawled: dict[str, Any]) -> None:
+    paths = {e["path"] for e in crawled["by_host"][lab.ROBOTS_503]}
+    assert paths == {"/robots.txt"}
+
+
+def test_moved_robots_and_crawl_delay_were_honoured(crawled: dict[str, Any]) -> None:
+    moved = [e["path"] for e in crawled["by_host"][lab.ROBOTS_MOVED]]
+    assert moved[:2] == ["/robots.txt", lab.MOVED_ROBOTS]  # followed before any page
+    pages_404 = {e["path"] for e in crawled["by_host"][lab.ROBOTS_404]}
+    assert any(p.startswith("/tmp/") for p in pages_404)  # unavailable robots = allow all
+    assert len(crawled["by_host"][lab.CRAWL_DELAY]) > 3

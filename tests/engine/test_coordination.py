@@ -1021,3 +1021,30 @@ def test_a_domain_pause_covers_every_origin_of_the_registrable_domain(tmp_path: 
     assert isinstance(got, list) and [x.origin for x in got] == ["https://other.example.org:443"]
     with pytest.raises(CoordinationError, match="reason"):
         store.pause("origin", NEWS, " ", "ops", T0)
+
+
+def test_a_big_origin_cannot_starve_small_ones(tmp_path: Path) -> None:
+    """Origin-first scheduling (earliest clock first, then that origin's best URL): with one
+    origin holding 90% of the URLs and room for two requests at a time, every small origin
+    is served within the first round over the origins (the starvation bound)."""
+    store = make_store(tmp_path, gap=0.0, max_in_flight=4)
+    big = [f"https://big.example.test/{i}" for i in range(90)]
+    small = [f"https://small-{i}.example.test/" for i in range(10)]
+    store.discover([cand(u) for u in big + small], CYCLE)
+    tasks = claim_batch(store, T0, 100)
+    assert isinstance(tasks, list) and len(tasks) == 11
+    for t in tasks:
+        assert isinstance(t, RobotsTask)
+        put_robots(store, t, T0)
+    served: list[str] = []
+    now = T0 + 1
+    while True:
+        got = claim_batch(store, now, 2)  # a global concurrency cap of two
+        if not isinstance(got, list):
+            break
+        served += [x.origin for x in got]
+        store.commit_batch([(x, outcome()) for x in got if isinstance(x, Lease)], CYCLE, now)
+        now += 0.01
+    assert len(served) == 100
+    first_round = served[: 2 * 11]  # two slots per turn, eleven origins
+    assert {origin_of(u) for u in small} <= set(first_round)

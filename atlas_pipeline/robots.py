@@ -1,15 +1,25 @@
-"""robots.txt rules (RFC 9309) on protego, wrapped where protego and the RFC differ.
+"""robots.txt rules (RFC 9309), with the fetch-outcome policy of seed 000 ch. 8.
 
-protego hides the first line behind a UTF-8 byte-order mark, parses files of any size and
-has no notion of fetch outcomes; this module strips the BOM, caps the bytes parsed and maps
-HTTP outcomes to a policy (seed 000 ch. 8): 2xx parse, 4xx unavailable = allow,
-429 throttled, 5xx / network unreachable = disallow.
+protego 0.7.0 departs from RFC 9309 in its core: it matches a group whose name is a prefix
+of the product token ("User-agent: Atlas" binds AtlasBot) and strips "*" from names; it
+doubles every "$" rule with a literal-"$" twin ("Disallow: /a$" also blocks "/a$b"); it
+adds an implicit "Allow: <dir>/$" for every "Allow: <dir>/index.html"; it splits lines on
+Unicode separators (NEL, U+2028) as well as CR/LF; it reads lines without a colon and
+misspelt directives as rules; and it decodes percent-encoded reserved characters ("%3F"
+matches "?"). So group formation, group selection and path matching are implemented here,
+to the letter of RFC 9309 section 2.2; protego still reads the Sitemap lines, which are
+site-wide and outside the matching rules.
+
+HTTP outcomes map to a policy: 2xx parse, 4xx unavailable = allow, 429 throttled,
+5xx / network unreachable = disallow.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import math
+import re
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from protego import Protego
@@ -37,34 +47,229 @@ class RobotsPolicy:
 
     def allows(self, url: str, token: str) -> bool:
         path = path_of(url)
+        # RFC 9309 2.2.2: "The /robots.txt URI is implicitly allowed."
         if path == "/robots.txt" or path.startswith("/robots.txt?"):
             return True
         if self.status is RobotsStatus.UNAVAILABLE:
             return True
         if self.status is not RobotsStatus.PARSED:
             return False
-        return bool(_parsed(self.text).can_fetch(path, token))
+        group = _parsed(self.text).group_for(token)
+        return group is None or group.allows(path)
 
     def crawl_delay(self, token: str) -> float | None:
         if self.status is not RobotsStatus.PARSED:
             return None
-        delay = _parsed(self.text).crawl_delay(token)
-        return float(delay) if delay is not None else None
+        group = _parsed(self.text).group_for(token)
+        return group.crawl_delay if group is not None else None
 
     def sitemaps(self) -> list[str]:
         if self.status is not RobotsStatus.PARSED:
             return []
-        return list(_parsed(self.text).sitemaps)
+        return list(_protego(self.text).sitemaps)
+
+
+# ---------------------------------------------------------------- percent-encoding
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# RFC 3986 reserved characters, kept literal; "*" and "$" are handled apart (see below).
+_RESERVED = frozenset(":/?#[]@!&'()+,;=")
+_HEX = frozenset("0123456789ABCDEFabcdef")
+# Already normal: only unreserved and reserved characters, no "%", "*" or "$".
+_PLAIN = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!&'()+,;=]*").fullmatch
+
+
+def _normalize(text: str, *, pattern: bool) -> str:
+    """The form a path or a rule is compared in (RFC 9309 2.2.2 and 2.2.3).
+
+    Characters outside ASCII (and controls, spaces, ...) are percent-encoded as UTF-8; an
+    escape of an unreserved character is decoded ("%7E" is "~"); an escape of a reserved
+    character stays encoded ("%2F" is not "/", "%3F" is not "?"); hex digits are upper-cased.
+    A literal "*" or "$" in a URI compares as "%2A" / "%24": 2.2.3 says a rule matches those
+    characters verbatim by writing them percent-encoded. In a rule, "*" stays the wildcard.
+    """
+    if _PLAIN(text):
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        digits = text[i + 1 : i + 3]
+        if ch == "%" and len(digits) == 2 and set(digits) <= _HEX:
+            octet = int(digits, 16)
+            out.append(chr(octet) if chr(octet) in _UNRESERVED else f"%{octet:02X}")
+            i += 3
+            continue
+        if ch in _UNRESERVED or ch in _RESERVED or (pattern and ch == "*"):
+            out.append(ch)
+        else:  # "%" not starting an escape, "*" / "$" in a URI, non-ASCII, controls, ...
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+        i += 1
+    return "".join(out)
+
+
+# ---------------------------------------------------------------- rules and groups
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    allow: bool
+    parts: tuple[str, ...]  # the normalized pattern split on "*"
+    anchored: bool  # the pattern ended with "$"
+    octets: int  # length of the normalized pattern: what "most specific" compares
+
+    @classmethod
+    def parse(cls, value: str, *, allow: bool) -> _Rule | None:
+        # RFC 9309 2.2.3: "$" designates the end of the match pattern, so only a final "$"
+        # anchors; a "$" anywhere else is an ordinary character (normalized to "%24").
+        anchored = value.endswith("$")
+        body = _normalize(value[:-1] if anchored else value, pattern=True)
+        if not body and not anchored:
+            return None  # RFC 9309 2.2.2: an empty rule matches nothing ("Disallow:" allows all)
+        octets = len(body) + anchored
+        return cls(allow, tuple(re.sub(r"\*+", "*", body).split("*")), anchored, octets)
+
+    def matches(self, path: str) -> bool:
+        """RFC 9309 2.2.2/2.2.3: match from the first octet of the path; "*" is any run of
+        characters; a final "$" pins the end. Leftmost matching of the literal pieces is exact
+        for "*"-only patterns and linear, unlike a backtracking regex."""
+        parts = self.parts
+        first = parts[0]
+        if not path.startswith(first):
+            return False
+        if len(parts) == 1:
+            return len(path) == len(first) if self.anchored else True
+        pos = len(first)
+        for part in parts[1:-1]:
+            found = path.find(part, pos)
+            if found == -1:
+                return False
+            pos = found + len(part)
+        last = parts[-1]
+        if self.anchored:
+            return len(path) - len(last) >= pos and path.endswith(last)
+        return path.find(last, pos) != -1
+
+
+@dataclass(slots=True)
+class _Group:
+    rules: list[_Rule] = field(default_factory=list)
+    crawl_delay: float | None = None
+
+    def allows(self, path: str) -> bool:
+        # RFC 9309 2.2.2: the most specific match (most octets) wins; an allow rule wins a
+        # tie with an equivalent disallow rule; no match means allowed.
+        target = _normalize(path, pattern=False)
+        best: tuple[int, bool] | None = None
+        for rule in self.rules:
+            if rule.matches(target):
+                key = (rule.octets, rule.allow)
+                if best is None or key > best:
+                    best = key
+        return best is None or best[1]
+
+
+# RFC 9309 2.2.1: product-token = identifier / "*"; identifier = 1*(ALPHA / "-" / "_").
+_IDENTIFIER = re.compile(r"[A-Za-z_-]+")
+# RFC 9309 2.2: EOL = CR / LF / CRLF; nothing else ends a line (str.splitlines would also
+# split on NEL, U+2028, form feed, ...).
+_EOL = re.compile(r"\r\n|\r|\n")
+_WS = " \t"  # RFC 9309 2.2: WS = %x20 / %x09
+
+
+def _product_token(value: str) -> str | None:
+    """The lower-cased product token a User-agent value or a crawler token names; "*" for
+    the catch-all. What follows the identifier ("AtlasBot/1.0") is not part of it."""
+    value = value.strip(_WS)
+    if value[:1] == "*" and value[1:2] in ("", " ", "\t"):
+        return "*"
+    found = _IDENTIFIER.match(value)
+    return found[0].lower() if found else None
+
+
+@dataclass(slots=True)
+class _Robots:
+    groups: dict[str, _Group] = field(default_factory=dict)
+
+    def group_for(self, token: str) -> _Group | None:
+        # RFC 9309 2.2.1: the group naming the crawler's product token (case-insensitively),
+        # else the "*" group, else no rules apply. "*" never adds to a specific group.
+        name = _product_token(token)
+        if name is not None and name != "*" and name in self.groups:
+            return self.groups[name]
+        return self.groups.get("*")
+
+
+def _parse(text: str) -> _Robots:
+    robots = _Robots()
+    agents: list[_Group] = []  # the groups the lines being read belong to
+    in_rules = False  # a group record has been read since the last User-agent line
+    for raw in _EOL.split(text.removeprefix("\ufeff")):
+        # RFC 9309 2.2.3: "#" starts a comment, anywhere on a line.
+        line = raw.split("#", 1)[0]
+        name, colon, value = line.partition(":")
+        if not colon:
+            continue  # not "field: value": not a record
+        name, value = name.strip(_WS).lower(), value.strip(_WS)
+        if name == "user-agent":
+            # RFC 9309 2.2 (ABNF): group = startgroupline *startgroupline *rule, so a
+            # User-agent line after a rule starts a new group; consecutive ones share one.
+            # Other group records (Crawl-delay, unknown fields) end the User-agent lines
+            # too; only the site-wide Sitemap does not.
+            if in_rules:
+                agents, in_rules = [], False
+            token = _product_token(value)
+            if token is not None:
+                # RFC 9309 2.2.1: groups naming the same product token are combined.
+                agents.append(robots.groups.setdefault(token, _Group()))
+            continue
+        if name != "sitemap":
+            in_rules = True
+        if name in ("allow", "disallow"):
+            # Rules before the first User-agent line belong to no group and are ignored.
+            rule = _Rule.parse(value, allow=name == "allow")
+            if rule is not None:
+                for group in agents:
+                    group.rules.append(rule)
+        elif name == "crawl-delay":
+            # Not part of RFC 9309 (2.2.4 "other records"); read for the politeness gap.
+            delay = _seconds(value)
+            if delay is not None:
+                for group in agents:
+                    group.crawl_delay = delay
+        # Any other field (Sitemap, Host, misspellings, ...) is ignored here (2.2.4).
+    return robots
+
+
+def _seconds(value: str) -> float | None:
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 @functools.lru_cache(maxsize=4096)
-def _parsed(text: str) -> Protego:
-    return Protego.parse(text)
+def _parsed(text: str) -> _Robots:
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _protego(text: str) -> Protego:
+    return Protego.parse(text.removeprefix("\ufeff"))
 
 
 def decode_robots(body: bytes, max_bytes: int) -> str:
-    """Bytes -> text: first `max_bytes` only, BOM stripped, undecodable bytes replaced."""
-    text = body[:max_bytes].decode("utf-8", errors="replace")
+    """Bytes -> text: first `max_bytes` only, BOM stripped, undecodable bytes replaced.
+
+    A line cut by the limit is dropped: its rule would be a prefix of the one written
+    ("Allow: /public-docs" read as "Allow: /pub"), which can allow more than the site does.
+    """
+    cut = body[:max_bytes]
+    if len(body) > max_bytes and body[max_bytes : max_bytes + 1] not in (b"\n", b"\r"):
+        end = max(cut.rfind(b"\n"), cut.rfind(b"\r"))
+        cut = cut[: end + 1]
+    text = cut.decode("utf-8", errors="replace")
     return text.lstrip("\ufeff")
 
 

@@ -211,3 +211,394 @@ def test_sitemaps_listed_only_when_parsed() -> None:
     text = "User-agent: *\nDisallow:\nSitemap: https://store-c.example.test/sitemap.xml\n"
     assert parsed(text).sitemaps() == ["https://store-c.example.test/sitemap.xml"]
     assert RobotsPolicy(ORIGIN, 1, RobotsStatus.UNAVAILABLE, text).sitemaps() == []
+
+
+# ------------------------------------------------------------------ RFC 9309 tables
+# Each row: (robots.txt text, product token, path, allowed). `pytest.param(..., id=...)`
+# names the RFC rule the row pins down.
+
+BAR = "User-agent: *\nDisallow: /bar\n"
+
+RFC_GROUPS = [
+    # 2.2: consecutive User-agent lines form one group.
+    pytest.param(
+        "User-agent: OtherBot\nUser-agent: AtlasBot\nDisallow: /a\n",
+        TOKEN,
+        "/a",
+        False,
+        id="consecutive-user-agents-share-a-group",
+    ),
+    pytest.param(
+        "User-agent: AtlasBot\n\nUser-agent: OtherBot\nDisallow: /a\n",
+        TOKEN,
+        "/a",
+        False,
+        id="blank-line-between-user-agents-keeps-one-group",
+    ),
+    # 2.2: a User-agent line after rules starts a new group.
+    pytest.param(
+        "User-agent: AtlasBot\nDisallow: /a\nUser-agent: OtherBot\nDisallow: /b\n",
+        TOKEN,
+        "/b",
+        True,
+        id="user-agent-after-rules-starts-new-group",
+    ),
+    pytest.param(
+        "User-agent: AtlasBot\nDisallow: /a\nUser-agent: OtherBot\nDisallow: /b\n",
+        "OtherBot",
+        "/a",
+        True,
+        id="new-group-does-not-inherit-earlier-rules",
+    ),
+    # 2.2: rules before any User-agent line belong to no group.
+    pytest.param(
+        "Disallow: /a\nUser-agent: *\nDisallow: /b\n", TOKEN, "/a", True, id="rules-before-ua"
+    ),
+    pytest.param("Disallow: /\n", TOKEN, "/a", True, id="only-rules-no-group"),
+    # 2.2.1: groups naming the same product token are combined.
+    pytest.param(
+        "User-agent: AtlasBot\nDisallow: /a\n\nUser-agent: *\nDisallow: /c\n\n"
+        "User-agent: atlasbot\nDisallow: /b\n",
+        TOKEN,
+        "/a",
+        False,
+        id="merged-groups-first-part",
+    ),
+    pytest.param(
+        "User-agent: AtlasBot\nDisallow: /a\n\nUser-agent: *\nDisallow: /c\n\n"
+        "User-agent: atlasbot\nDisallow: /b\n",
+        TOKEN,
+        "/b",
+        False,
+        id="merged-groups-second-part",
+    ),
+    pytest.param(
+        "User-agent: AtlasBot\nDisallow: /a\n\nUser-agent: *\nDisallow: /c\n\n"
+        "User-agent: atlasbot\nDisallow: /b\n",
+        TOKEN,
+        "/c",
+        True,
+        id="merged-groups-not-star",
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /a\n\nUser-agent: *\nDisallow: /b\n",
+        TOKEN,
+        "/b",
+        False,
+        id="merged-star-groups",
+    ),
+    # 2.2.1: product-token matching is case-insensitive.
+    pytest.param("User-agent: ATLASBOT\nDisallow: /\n", TOKEN, "/a", False, id="ua-upper"),
+    pytest.param("User-agent: atlasbot\nDisallow: /\n", "ATLASBOT", "/a", False, id="ua-token-up"),
+    # 2.2.1: only the product token counts: no prefixes, substrings or wildcards of it.
+    pytest.param("User-agent: Atlas\nDisallow: /\n", TOKEN, "/a", True, id="ua-prefix-no-match"),
+    pytest.param("User-agent: Bot\nDisallow: /\n", TOKEN, "/a", True, id="ua-suffix-no-match"),
+    pytest.param("User-agent: Atlas*\nDisallow: /\n", TOKEN, "/a", True, id="ua-no-wildcards"),
+    pytest.param(
+        "User-agent: SuperAtlasBot\nDisallow: /\n", TOKEN, "/a", True, id="ua-superstring"
+    ),
+    pytest.param(
+        "User-agent: AtlasBot/1.0\nDisallow: /\n", TOKEN, "/a", False, id="ua-version-ignored"
+    ),
+    pytest.param(
+        "User-agent: AtlasBot\nDisallow: /\n", "AtlasBot/1.0", "/a", False, id="token-version"
+    ),
+    # 2.2.1: the matching group is used, else "*"; "*" never combines with it.
+    pytest.param(
+        "User-agent: *\nDisallow: /a\n\nUser-agent: AtlasBot\nDisallow: /b\n",
+        TOKEN,
+        "/a",
+        True,
+        id="specific-group-replaces-star",
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /a\n\nUser-agent: AtlasBot\nDisallow: /b\n",
+        "OtherBot",
+        "/a",
+        False,
+        id="other-token-falls-back-to-star",
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /\n\nUser-agent: AtlasBot\n",
+        TOKEN,
+        "/a",
+        True,
+        id="empty-specific-group-allows-all",
+    ),
+    pytest.param(
+        "User-agent: OtherBot\nDisallow: /\n", TOKEN, "/a", True, id="no-matching-group-no-star"
+    ),
+    pytest.param("", TOKEN, "/a", True, id="empty-file"),
+]
+
+RFC_MATCHING = [
+    # 2.2.2: the most specific (longest, in octets) match wins.
+    pytest.param(
+        "User-agent: *\nAllow: /p\nDisallow: /page\n", TOKEN, "/page", False, id="longest-disallow"
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /p\nAllow: /page\n", TOKEN, "/page", True, id="longest-allow"
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /p\nAllow: /page\n", TOKEN, "/pa", False, id="short-only"
+    ),
+    # Octets of the pattern, wildcards included: "/*/x" (4) beats "/a/" (3).
+    pytest.param(
+        "User-agent: *\nAllow: /a/\nDisallow: /*/x\n", TOKEN, "/a/x", False, id="octets-wildcard"
+    ),
+    # Octets, not characters: "/é" is "/%C3%A9", 7 octets, longer than "/*b" (4 octets).
+    pytest.param(
+        "User-agent: *\nAllow: /*b\nDisallow: /é\n", TOKEN, "/%C3%A9b", False, id="octets-utf8"
+    ),
+    # 2.2.2: an allow and an equivalent disallow: allow wins.
+    pytest.param(
+        "User-agent: *\nDisallow: /a\nAllow: /a\n", TOKEN, "/a", True, id="tie-allow-after"
+    ),
+    pytest.param(
+        "User-agent: *\nAllow: /a\nDisallow: /a\n", TOKEN, "/a", True, id="tie-allow-before"
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /a*\nAllow: /a$\n", TOKEN, "/a", True, id="tie-same-length"
+    ),
+    # 2.2.2: an empty Disallow matches nothing; no match means allowed.
+    pytest.param("User-agent: *\nDisallow:\n", TOKEN, "/a", True, id="empty-disallow"),
+    pytest.param("User-agent: *\nDisallow: \n", TOKEN, "/", True, id="empty-disallow-space"),
+    pytest.param("User-agent: *\nAllow:\nDisallow: /\n", TOKEN, "/a", False, id="empty-allow"),
+    # 2.2.2: matching starts at the first octet of the path and is case-sensitive.
+    pytest.param("User-agent: *\nDisallow: /b\n", TOKEN, "/a/b", True, id="anchored-at-start"),
+    pytest.param("User-agent: *\nDisallow: b\n", TOKEN, "/b", True, id="no-leading-slash"),
+    pytest.param("User-agent: *\nDisallow: /A\n", TOKEN, "/a", True, id="case-sensitive"),
+    pytest.param(BAR, TOKEN, "/bar?x=1", False, id="query-is-matched"),
+    # Section 5.1 of the RFC, "Simple Example" (the foobot/barbot/bazbot/quxbot file).
+    *(
+        pytest.param(
+            "User-Agent: *\nDisallow: *.gif$\nDisallow: /example/\nAllow: /publications/\n\n"
+            "User-Agent: foobot\nDisallow:/\nAllow:/example/page.html\n"
+            "Allow:/example/allowed.gif\n\nUser-Agent: barbot\nUser-Agent: bazbot\n"
+            "Disallow: /example/page.html\n\nUser-Agent: quxbot\n\nEOF\n",
+            token,
+            path,
+            allowed,
+            id=f"rfc-5.1-{token}{path}",
+        )
+        for token, path, allowed in [
+            ("foobot", "/", False),
+            ("foobot", "/example/page.html", True),
+            ("foobot", "/example/allowed.gif", True),
+            ("foobot", "/example/other.gif", False),
+            ("barbot", "/example/page.html", False),
+            ("bazbot", "/example/page.html", False),
+            ("bazbot", "/example/other.html", True),
+            ("quxbot", "/example/page.html", True),
+            ("otherbot", "/a/b.gif", False),
+            ("otherbot", "/example/", False),
+            ("otherbot", "/publications/", True),
+            ("otherbot", "/a.gifx", True),
+        ]
+    ),
+]
+
+RFC_SPECIAL_CHARACTERS = [
+    # 2.2.3: "*" is 0 or more instances of any character.
+    pytest.param("User-agent: *\nDisallow: /a*c\n", TOKEN, "/ac", False, id="star-empty"),
+    pytest.param("User-agent: *\nDisallow: /a*c\n", TOKEN, "/abbbc/d", False, id="star-many"),
+    pytest.param("User-agent: *\nDisallow: /a*c\n", TOKEN, "/ab", True, id="star-no-tail"),
+    pytest.param("User-agent: *\nDisallow: /a**c\n", TOKEN, "/axc", False, id="star-star"),
+    pytest.param("User-agent: *\nDisallow: *\n", TOKEN, "/x", False, id="star-alone"),
+    # A trailing "*" changes nothing: rules are prefix matches anyway.
+    pytest.param("User-agent: *\nDisallow: /fish*\n", TOKEN, "/fish", False, id="tail-star-0"),
+    pytest.param("User-agent: *\nDisallow: /fish*\n", TOKEN, "/fish.php", False, id="tail-star"),
+    pytest.param("User-agent: *\nDisallow: /fish*\n", TOKEN, "/Fish", True, id="tail-star-case"),
+    # 2.2.3: "$" designates the end of the match pattern.
+    pytest.param("User-agent: *\nDisallow: /a$\n", TOKEN, "/a", False, id="dollar-exact"),
+    pytest.param("User-agent: *\nDisallow: /a$\n", TOKEN, "/ab", True, id="dollar-longer"),
+    pytest.param("User-agent: *\nDisallow: /a$\n", TOKEN, "/a$", True, id="dollar-not-literal"),
+    pytest.param("User-agent: *\nDisallow: /a$\n", TOKEN, "/a$b", True, id="dollar-no-twin"),
+    pytest.param("User-agent: *\nDisallow: /a$\n", TOKEN, "/a?x", True, id="dollar-query"),
+    pytest.param("User-agent: *\nDisallow: /*.php$\n", TOKEN, "/x/y.php", False, id="star-dollar"),
+    pytest.param("User-agent: *\nDisallow: /*.php$\n", TOKEN, "/y.php5", True, id="star-dollar-2"),
+    pytest.param("User-agent: *\nDisallow: /*$\n", TOKEN, "/anything", False, id="star-then-end"),
+    # A "$" that does not end the pattern is an ordinary character.
+    pytest.param("User-agent: *\nDisallow: /a$b\n", TOKEN, "/a$b", False, id="mid-dollar"),
+    pytest.param("User-agent: *\nDisallow: /a$b\n", TOKEN, "/a", True, id="mid-dollar-not-end"),
+    pytest.param("User-agent: *\nDisallow: /a$b\n", TOKEN, "/a%24bc", False, id="mid-dollar-enc"),
+    # "Allow: .../index.html" allows that file only (protego also allowed the directory).
+    pytest.param(
+        "User-agent: *\nDisallow: /\nAllow: /index.html\n", TOKEN, "/", False, id="no-index-magic"
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /\nAllow: /d/index.html\n", TOKEN, "/d/", False, id="index-dir"
+    ),
+    # 2.2.3: a rule matches a literal "*" or "$" by percent-encoding it.
+    pytest.param(
+        "User-agent: *\nDisallow: /path/file-with-a-%2A.html\n",
+        TOKEN,
+        "/path/file-with-a-*.html",
+        False,
+        id="encoded-star-literal",
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /path/file-with-a-%2A.html\n",
+        TOKEN,
+        "/path/file-with-a-b.html",
+        True,
+        id="encoded-star-not-wildcard",
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /path/foo-%24\n", TOKEN, "/path/foo-$", False, id="enc-dollar"
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /path/foo-%24\n", TOKEN, "/path/foo-", True, id="enc-dollar-2"
+    ),
+]
+
+RFC_PERCENT_ENCODING = [
+    # 2.2.2: an escape of an unreserved character is decoded before comparison.
+    pytest.param("User-agent: *\nDisallow: /%7Euser\n", TOKEN, "/~user", False, id="rule-7E"),
+    pytest.param("User-agent: *\nDisallow: /~user\n", TOKEN, "/%7euser", False, id="path-7e"),
+    pytest.param(
+        "User-agent: *\nDisallow: /foo/bar/baz\n", TOKEN, "/foo/bar/%62%61%7A", False, id="path-b"
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /foo/bar/%62%61%7A\n", TOKEN, "/foo/bar/baz", False, id="rule-b"
+    ),
+    # 2.2.2: non-ASCII octets are percent-encoded (UTF-8) before comparison; hex case is moot.
+    pytest.param("User-agent: *\nDisallow: /foo/ツ\n", TOKEN, "/foo/%E3%83%84", False, id="utf8"),
+    pytest.param("User-agent: *\nDisallow: /foo/%E3%83%84\n", TOKEN, "/foo/ツ", False, id="utf8-2"),
+    pytest.param(
+        "User-agent: *\nDisallow: /foo/%e3%83%84\n", TOKEN, "/foo/%E3%83%84", False, id="hex-case"
+    ),
+    # 2.2.2: an escape of a reserved character stays encoded: "%2F" is not "/".
+    pytest.param("User-agent: *\nDisallow: /a%2Fb\n", TOKEN, "/a/b", True, id="rule-2F-not-/"),
+    pytest.param("User-agent: *\nDisallow: /a/b\n", TOKEN, "/a%2Fb", True, id="path-2F-not-/"),
+    pytest.param("User-agent: *\nDisallow: /a%2Fb\n", TOKEN, "/a%2fb", False, id="2F-is-2f"),
+    pytest.param("User-agent: *\nDisallow: /a%3Fb\n", TOKEN, "/a?b", True, id="3F-not-?"),
+    pytest.param("User-agent: *\nDisallow: /a?b\n", TOKEN, "/a%3Fb", True, id="?-not-3F"),
+    pytest.param("User-agent: *\nDisallow: /a%3Db\n", TOKEN, "/a=b", True, id="3D-not-="),
+    pytest.param("User-agent: *\nDisallow: /a=b\n", TOKEN, "/a=b", False, id="=-is-="),
+    # A "%" that does not start an escape is the octet "%" itself.
+    pytest.param("User-agent: *\nDisallow: /100%\n", TOKEN, "/100%25", False, id="bare-percent"),
+    pytest.param("User-agent: *\nDisallow: /a b\n", TOKEN, "/a%20b", False, id="space"),
+]
+
+RFC_LINES = [
+    # 2.2: EOL = CR / LF / CRLF.
+    pytest.param("User-agent: *\nDisallow: /a\nDisallow: /b\n", TOKEN, "/b", False, id="lf"),
+    pytest.param(
+        "User-agent: *\r\nDisallow: /a\r\nDisallow: /b\r\n", TOKEN, "/b", False, id="crlf"
+    ),
+    pytest.param("User-agent: *\rDisallow: /a\rDisallow: /b\r", TOKEN, "/b", False, id="cr"),
+    pytest.param("User-agent: *\r\nDisallow: /a\rDisallow: /b\n", TOKEN, "/b", False, id="mixed"),
+    pytest.param("User-agent: *\nDisallow: /b", TOKEN, "/b", False, id="no-final-eol"),
+    # Nothing else ends a line: NEL / U+2028 inside a value are characters of it.
+    pytest.param("User-agent: *\nDisallow: /a\x85b\n", TOKEN, "/a", True, id="nel-not-eol"),
+    pytest.param(
+        "User-agent: *\nDisallow: /a\u2028Disallow: /b\n", TOKEN, "/b", True, id="u2028-not-eol"
+    ),
+    pytest.param("User-agent: *\nDisallow: /a\x0cb\n", TOKEN, "/a", True, id="ff-not-eol"),
+    # 2.2.3: "#" starts a comment anywhere on a line.
+    pytest.param("User-agent: * # all\nDisallow: /a # x\n", TOKEN, "/a", False, id="comment-eol"),
+    pytest.param("User-agent: *\nDisallow: /a#b\n", TOKEN, "/a", False, id="comment-in-path"),
+    pytest.param("User-agent: *\nDisallow: /a#b\n", TOKEN, "/x", True, id="comment-cut"),
+    pytest.param("# Disallow: /a\nUser-agent: *\nAllow: /\n", TOKEN, "/a", True, id="comment-line"),
+    pytest.param("User-agent: *\n#Disallow: /a\n", TOKEN, "/a", True, id="commented-rule"),
+    pytest.param("User-agent: AtlasBot#x\nDisallow: /\n", TOKEN, "/a", False, id="comment-ua"),
+    # 2.2: whitespace around fields and values is ignored.
+    pytest.param("  User-agent :  *  \n\tDisallow\t:\t/a\t\n", TOKEN, "/a", False, id="ws"),
+    pytest.param("User-agent:*\nDisallow:/a\n", TOKEN, "/a", False, id="no-ws"),
+    pytest.param("USER-AGENT: *\nDISALLOW: /a\n", TOKEN, "/a", False, id="field-case"),
+    pytest.param("User-agent: *\nDisallow: /a \n", TOKEN, "/ab", False, id="trailing-ws"),
+    # 2.2.4: unknown records are ignored; so are lines that are not "field: value".
+    pytest.param("User-agent: *\nNoindex: /a\n", TOKEN, "/a", True, id="unknown-record"),
+    pytest.param("User-agent: *\nDissallow: /a\n", TOKEN, "/a", True, id="misspelt-record"),
+    pytest.param("User agent: *\nDisallow: /a\n", TOKEN, "/a", True, id="misspelt-ua"),
+    pytest.param("User-agent: *\nDisallow /a\n", TOKEN, "/a", True, id="no-colon"),
+    pytest.param("User-agent *\nDisallow: /a\n", TOKEN, "/a", True, id="ua-no-colon"),
+    pytest.param("User-agent: *\ngarbage\nDisallow: /a\n", TOKEN, "/a", False, id="garbage-line"),
+    pytest.param(
+        "User-agent: *\nSitemap: https://x.test/s.xml\nDisallow: /a\n",
+        TOKEN,
+        "/a",
+        False,
+        id="sitemap-in-group",
+    ),
+    # A byte-order mark before the first line does not hide it.
+    pytest.param("\ufeffUser-agent: *\nDisallow: /a\n", TOKEN, "/a", False, id="bom"),
+    pytest.param("\ufeffUser-agent: AtlasBot\nDisallow: /a\n", TOKEN, "/a", False, id="bom-ua"),
+    # A very long line does not break the lines after it.
+    pytest.param(
+        "User-agent: *\n#" + "x" * 100_000 + "\nDisallow: /a\n", TOKEN, "/a", False, id="long-cmt"
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /" + "x" * 100_000 + "\nDisallow: /a\n",
+        TOKEN,
+        "/a",
+        False,
+        id="long-rule-then-rule",
+    ),
+    pytest.param(
+        "User-agent: *\nDisallow: /" + "x" * 100_000 + "\n",
+        TOKEN,
+        "/" + "x" * 100_000,
+        False,
+        id="long-rule-matches",
+    ),
+    pytest.param(
+        "User-agent: OtherBot\nDisallow: /" + "x" * 100_000 + "\nUser-agent: AtlasBot\n"
+        "Disallow: /a\n",
+        TOKEN,
+        "/a",
+        False,
+        id="long-line-then-group",
+    ),
+]
+
+RFC_ROBOTS_TXT = [
+    # 2.2.2: /robots.txt is implicitly allowed, whatever the rules say.
+    pytest.param("User-agent: *\nDisallow: /\n", TOKEN, "/robots.txt", True, id="robots-star"),
+    pytest.param("User-agent: AtlasBot\nDisallow: /robots.txt\n", TOKEN, "/robots.txt", True),
+    pytest.param("User-agent: *\nDisallow: /\n", TOKEN, "/robots.txt?x=1", True, id="robots-qs"),
+    pytest.param("User-agent: *\nDisallow: /\n", TOKEN, "/robots.txt/x", False, id="robots-sub"),
+    pytest.param("User-agent: *\nDisallow: /\n", TOKEN, "/a/robots.txt", False, id="robots-deep"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "token", "path", "allowed"),
+    RFC_GROUPS
+    + RFC_MATCHING
+    + RFC_SPECIAL_CHARACTERS
+    + RFC_PERCENT_ENCODING
+    + RFC_LINES
+    + RFC_ROBOTS_TXT,
+)
+def test_rfc9309(text: str, token: str, path: str, allowed: bool) -> None:
+    assert allows(text, path, token) is allowed
+
+
+@pytest.mark.parametrize(
+    ("body", "max_bytes", "path", "allowed"),
+    [
+        # Only the first max_bytes are parsed.
+        (b"User-agent: *\nDisallow: /a\nDisallow: /b\n", 27, "/a", False),
+        (b"User-agent: *\nDisallow: /a\nDisallow: /b\n", 27, "/b", True),
+        (b"User-agent: *\nDisallow: /a\nDisallow: /b\n", 1024, "/b", False),
+        # A line cut by the limit is dropped rather than read as a shorter rule.
+        (b"User-agent: *\nDisallow: /\nAllow: /public-docs\n", 34, "/pub", False),
+        (b"User-agent: *\nDisallow: /\nAllow: /public-docs\n", 34, "/public-docs", False),
+        (b"User-agent: *\nDisallow: /\nAllow: /public-docs\n", 46, "/public-docs", True),
+        (b"User-agent: *\r\nDisallow: /a\r\n", 28, "/a", False),  # cut inside CRLF
+        # A byte-order mark is stripped; CR-only files decode line by line.
+        (b"\xef\xbb\xbfUser-agent: AtlasBot\rDisallow: /a\r", 1024, "/a", False),
+        # A 100 KB line cut by the limit is dropped whole; the lines before it stand.
+        (b"User-agent: *\nDisallow: /a" + b"a" * 100_000 + b"\n", 1024, "/a", True),
+    ],
+)
+def test_decode_then_match(body: bytes, max_bytes: int, path: str, allowed: bool) -> None:
+    assert allows(decode_robots(body, max_bytes), path) is allowed
+
+
+def test_decode_never_exceeds_max_bytes() -> None:
+    body = ("User-agent: *\n" + "Disallow: /é\n" * 1000).encode()
+    for limit in (0, 1, 15, 16, 17, 500, len(body) - 1, len(body)):
+        assert len(decode_robots(body, limit).encode()) <= limit

@@ -41,6 +41,8 @@ class Politeness(_Section):
     """Added to every non-zero gap, because a request reaches the origin a little after its claim."""
     crawl_delay_cap_s: float = Field(d.CRAWL_DELAY_CAP_S, ge=0)
     """A robots.txt Crawl-delay widens the gap up to this many seconds, no further."""
+    adaptive_max_gap_s: float = Field(d.ADAPTIVE_MAX_GAP_S, ge=0)
+    """Errors and slow answers double an origin's gap up to this; successes narrow it (0: off)."""
 
 
 class Scope(_Section):

@@ -36,8 +36,9 @@ class Engine:
     def from_config(cls, cfg: CrawlConfig) -> Engine:
         politeness = cfg.politeness
         policy = OriginPolicy(
-            politeness.min_gap_s, politeness.max_in_flight, politeness.gap_guard_s
-        )
+            politeness.min_gap_s, politeness.max_in_flight, politeness.gap_guard_s,
+            politeness.adaptive_max_gap_s,
+        )  # fmt: skip
         store = open_store(cfg.coordination, policy, cfg.scope.max_pages_per_origin)
         return cls(cfg, store, BodyStore(cfg.bodies_path), Lake(cfg.lake_path))
 

@@ -14,6 +14,7 @@ GAP_GUARD_S = 0.01  # seconds added to a non-zero gap for claim-to-wire latency
 START_SLACK_S = 0.005  # a request leaving later than this after its claim pushes the clock
 # (below GAP_GUARD_S, so a request late by less is still covered by the guard)
 CRAWL_DELAY_CAP_S = 30.0  # a robots Crawl-delay above this is capped
+ADAPTIVE_MAX_GAP_S = 60.0  # an origin's adaptive gap widens on errors up to this
 
 # Scope
 MAX_DEPTH = 8  # link hops from a seed

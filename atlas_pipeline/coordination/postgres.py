@@ -184,6 +184,15 @@ class PostgresStore(SqliteStore):
             conn.raw.close()
             self._local.conn = None
 
+    def _lock_origins(self, c: Any, origins: set[str]) -> None:
+        # Admission counters and adaptive gaps are updated in separate statements; taking all
+        # the group's origin rows first, in origin order, keeps two committers from deadlocking.
+        if origins:
+            c.raw.execute(
+                "SELECT 1 FROM origins WHERE origin = ANY(%s) ORDER BY origin FOR UPDATE",
+                (sorted(origins),),
+            )
+
     def _admitted_counts(self, c: Any, origins: set[str], cycle: str) -> dict[str, int]:
         # LockRows sits above the sort: rows are locked in origin order, as everywhere else.
         cur = c.raw.execute(

@@ -160,4 +160,15 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # AIMD pacing: the gap an origin's errors and slow answers added on top of its base gap.
+    (
+        8,
+        [
+            "ALTER TABLE origins ADD COLUMN adapt_gap_s REAL NOT NULL DEFAULT 0",
+            "ALTER TABLE origins ADD COLUMN latency_s REAL",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

@@ -42,6 +42,11 @@ _BATCH = 200  # rows per multi-row statement (13 parameters a URL row)
 _INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
     (fetch_id, cycle, shard, url, fence, record, links, document, body_key)
     VALUES (?,?,?,?,?,?,?,?,?)"""
+# Answers that mean "slow down" to the adaptive pacing (429 and 503 also back off outright).
+_PACING_ERRORS = frozenset(
+    {Reason.HTTP_SERVER_ERROR.value, Reason.HTTP_THROTTLED.value, Reason.TIMEOUT.value,
+     Reason.NETWORK_ERROR.value}
+)  # fmt: skip
 # An operator pause of the origin itself or of its registrable domain (correlated on `o`).
 _PAUSED = """SELECT 1 FROM pauses p WHERE (p.scope = 'origin' AND p.value = o.origin)
              OR (p.scope = 'domain' AND p.value = o.registrable_domain)"""
@@ -196,6 +201,10 @@ class SqliteStore:
         return counts
 
     _for_update = ""  # SQLite's IMMEDIATE transactions already serialize writers
+
+    def _lock_origins(self, c: Conn, origins: set[str]) -> None:
+        """Lock the origin rows a commit group will update, all at once and in one order
+        (IMMEDIATE already serializes writers here)."""
 
     def _lock_shard(self, c: Conn, shard: int) -> None:
         """Serialize claims and frontier selection of one shard (IMMEDIATE does it here)."""
@@ -390,7 +399,7 @@ class SqliteStore:
         limit: int,
     ) -> list[Lease | RobotsTask]:
         """The robots task, or up to `limit` URLs of one origin (one while it has a gap)."""
-        gap = float(origin["min_gap_s"])
+        gap = float(origin["min_gap_s"]) + float(origin["adapt_gap_s"])
         if gap > 0:
             gap += self.default_policy.gap_guard_s
         if origin["robots_expires_at"] <= now:
@@ -536,6 +545,8 @@ class SqliteStore:
         if not results:
             return []
         with self._tx() as c:
+            self._lock_origins(c, {x.origin for x, _ in results}
+                               | {cand.origin for _, o in results for _, cand in o.links if cand})  # fmt: skip
             applied = self._apply_all(c, results, now)
             stale = [(lease.url, lease.fence, cycle, now, json.dumps(outcome.record, default=str))
                      for (lease, outcome), ok in zip(results, applied, strict=True) if not ok]  # fmt: skip
@@ -544,7 +555,41 @@ class SqliteStore:
             live = [r for r, ok in zip(results, applied, strict=True) if ok]
             if live:
                 self._write_records(c, live, cycle, now)
+                if self.default_policy.adaptive_max_gap_s > 0:
+                    self._adapt(c, live)
         return applied
+
+    def _adapt(self, c: Conn, results: Sequence[tuple[Lease, Outcome]]) -> None:
+        """AIMD pacing per origin: an error or a slow answer doubles the origin's gap (up to
+        adaptive_max_gap_s); any other answer narrows it by a tenth of the base gap."""
+        by_origin: dict[str, list[Outcome]] = {}
+        for lease, outcome in results:
+            by_origin.setdefault(lease.origin, []).append(outcome)
+        marks = ",".join("?" * len(by_origin))
+        rows = c.execute(
+            f"""SELECT origin, min_gap_s, adapt_gap_s, latency_s FROM origins
+                WHERE origin IN ({marks}) ORDER BY origin"""
+            + self._for_update,
+            sorted(by_origin),
+        ).fetchall()
+        cap = self.default_policy.adaptive_max_gap_s
+        updates = []
+        for row in rows:
+            base, extra = float(row["min_gap_s"]), float(row["adapt_gap_s"])
+            latency = None if row["latency_s"] is None else float(row["latency_s"])
+            for outcome in by_origin[row["origin"]]:
+                elapsed = outcome.record.get("elapsed_s")
+                slow = (
+                    latency is not None and elapsed is not None and elapsed > max(2 * latency, 1.0)
+                )
+                if outcome.reason in _PACING_ERRORS or slow:
+                    extra = max(0.0, min(cap, max(2 * (base + extra), 0.25)) - base)
+                else:
+                    extra = max(0.0, extra - 0.1 * max(base, 0.25))
+                if elapsed is not None and outcome.reason not in _PACING_ERRORS:
+                    latency = elapsed if latency is None else 0.8 * latency + 0.2 * elapsed
+            updates.append((extra, latency, row["origin"]))
+        c.executemany("UPDATE origins SET adapt_gap_s = ?, latency_s = ? WHERE origin = ?", updates)
 
     def _apply_all(
         self, c: Conn, results: Sequence[tuple[Lease, Outcome]], now: float

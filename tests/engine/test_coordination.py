@@ -1048,3 +1048,49 @@ def test_a_big_origin_cannot_starve_small_ones(tmp_path: Path) -> None:
     assert len(served) == 100
     first_round = served[: 2 * 11]  # two slots per turn, eleven origins
     assert {origin_of(u) for u in small} <= set(first_round)
+
+
+# adaptive pacing (AIMD) ------------------------------------------------------------------
+
+
+def _commit_one(store: CoordinationStore, now: float, reason: str, elapsed: float = 0.1) -> Lease:
+    lease = claim(store, now)
+    assert isinstance(lease, Lease), lease
+    state = UrlState.FAILED_RETRYABLE if reason != "fetched" else UrlState.FETCHED
+    res = Outcome(state, reason, now, 200, record={"fetch_id": f"{now}", "elapsed_s": elapsed})
+    assert store.commit(lease, res, CYCLE, now)
+    return lease
+
+
+def test_errors_widen_an_origins_gap_and_successes_narrow_it(tmp_path: Path) -> None:
+    store = open_store(_backend_url["url"], OriginPolicy(1.0, 1, 0.0, 5.0), 100)
+    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(30)])
+    now += 1.0
+    assert _commit_one(store, now, "http_5xx").gap_s == 1.0
+    now += 1.0
+    assert _commit_one(store, now, "timeout").gap_s == 2.0  # doubled by the 5xx
+    now += 2.0
+    assert _commit_one(store, now, "http_429").gap_s == 4.0
+    now += 4.0
+    assert _commit_one(store, now, "fetched").gap_s == 5.0  # capped at adaptive_max_gap_s
+    gaps = []
+    for _ in range(12):
+        now += 5.0
+        gaps.append(_commit_one(store, now, "fetched").gap_s)
+    assert gaps[0] == pytest.approx(4.9) and gaps == sorted(gaps, reverse=True)  # -0.1 a success
+    assert gaps[-1] == pytest.approx(3.8)
+
+
+def test_a_slow_answer_widens_the_gap_like_an_error(tmp_path: Path) -> None:
+    store = open_store(_backend_url["url"], OriginPolicy(1.0, 1, 0.0, 30.0), 100)
+    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(5)]) + 1
+    _commit_one(store, now, "fetched", elapsed=0.2)  # the latency baseline
+    assert _commit_one(store, now + 1, "fetched", elapsed=5.0).gap_s == 1.0  # 25x the usual
+    assert _commit_one(store, now + 2, "fetched", elapsed=0.2).gap_s == 2.0  # doubled by it
+
+
+def test_adaptation_off_keeps_the_gap(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=1.0, max_in_flight=1)  # adaptive_max_gap_s 0
+    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(3)]) + 1
+    _commit_one(store, now, "http_5xx")
+    assert _commit_one(store, now + 1, "http_5xx").gap_s == 1.0

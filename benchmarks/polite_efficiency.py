@@ -45,7 +45,13 @@ def start_web(
 
 
 def crawl(
-    origins: int, pages: int, page_kb: list[int], gap: float, port: int, data_dir: Path
+    origins: int,
+    pages: int,
+    page_kb: list[int],
+    gap: float,
+    port: int,
+    data_dir: Path,
+    adaptive_max_gap: float,
 ) -> dict[str, float]:
     from atlas_pipeline.config import config_from_mapping
     from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
@@ -55,7 +61,8 @@ def crawl(
                      page_kb=(page_kb[0], page_kb[1]))  # fmt: skip
     cfg = config_from_mapping({
         "seeds": web.seed_urls(), "data_dir": str(data_dir), "shards": 1,
-        "politeness": {"min_gap_s": gap, "max_in_flight": 1, "global_concurrency": 2 * origins},
+        "politeness": {"min_gap_s": gap, "max_in_flight": 1, "global_concurrency": 2 * origins,
+                       "adaptive_max_gap_s": adaptive_max_gap},
         "scope": {"max_depth": 100, "max_pages_per_origin": 10 * pages},
         "limits": {"batch_max_idle_s": 5},
         "resolve": {h: "127.0.0.1" for h in web.hosts}, "resolve_only": True,
@@ -65,8 +72,11 @@ def crawl(
     started = time.time()
     result = fetch_shard(engine, "c0001", 0)
     # the gap each origin ran under (a robots Crawl-delay may have raised it)
-    gaps = {r["origin"]: r["min_gap_s"] for r in engine.store._select(  # type: ignore[attr-defined]
-        "SELECT origin, min_gap_s FROM origins")}  # fmt: skip
+    rows = engine.store._select(  # type: ignore[attr-defined]
+        "SELECT origin, min_gap_s, adapt_gap_s FROM origins").fetchall()  # fmt: skip
+    gaps = {r["origin"]: r["min_gap_s"] for r in rows}
+    widened = sum(r["adapt_gap_s"] > 0 for r in rows)
+    print(f"  origins whose adaptive gap was wider than the base at the end: {widened}")
     fetches = engine.lake.read_partition("fetches", "c0001", "shard_000")
     engine.close()
     client_short = 0
@@ -107,12 +117,15 @@ def main() -> None:
     ap.add_argument("--page-kb", type=int, nargs=2, default=[2, 4], metavar=("LO", "HI"),
                     help="page sizes; small by default so extraction CPU does not cap the rate "
                          "on a small machine (the scheduler is what is measured)")  # fmt: skip
+    ap.add_argument("--adaptive-max-gap", type=float, default=60.0,
+                    help="politeness.adaptive_max_gap_s (0 turns AIMD pacing off)")  # fmt: skip
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "requests.jsonl"
         proc, port = start_web(args.origins, args.pages, args.page_kb, log)
         try:
-            info = crawl(args.origins, args.pages, args.page_kb, args.gap, port, Path(tmp) / "data")
+            info = crawl(args.origins, args.pages, args.page_kb, args.gap, port,
+                         Path(tmp) / "data", args.adaptive_max_gap)  # fmt: skip
             time.sleep(0.5)  # the server writes each entry after its response
             gaps = {k: v for k, v in info.items() if "://" in k}
             eff, requests, slots, short = efficiency(log, gaps)

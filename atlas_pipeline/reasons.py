@@ -23,6 +23,7 @@ class Reason(StrEnum):
     ROBOTS_DISALLOWED = "robots_disallowed"
     ROBOTS_UNREACHABLE = "robots_unreachable"
     ROBOTS_THROTTLED = "robots_throttled"
+    ROBOTS_RECHECK = "robots_recheck"  # blocked before; judged again against the newest rules
     # egress
     EGRESS_REFUSED = "egress_refused"
     # fetch outcomes

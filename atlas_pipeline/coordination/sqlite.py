@@ -294,13 +294,17 @@ class SqliteStore:
                 )
             }
             due = c.execute(
+                # Robots-blocked URLs come back once their origin's policy is due for a refresh:
+                # the claim fetches robots.txt first and judges them against the new rules.
                 """SELECT seq, origin, state FROM urls
                    WHERE shard = ? AND (cycle IS NULL OR cycle <> ?) AND (
                        state = 'discovered'
                        OR (state IN ('eligible', 'failed_retryable', 'fetched', 'quarantined')
-                           AND due_at <= ?))
+                           AND due_at <= ?)
+                       OR (state = 'blocked' AND reason = 'robots_disallowed' AND origin IN
+                           (SELECT origin FROM origins WHERE robots_expires_at <= ?)))
                    ORDER BY priority DESC, depth, seq""",
-                (shard, cycle, now),
+                (shard, cycle, now, now),
             ).fetchall()
             picked: list[tuple[str, int]] = []
             for row in due:
@@ -696,6 +700,14 @@ class SqliteStore:
                     min_gap_s, good, now, task.origin,
                 ),
             )  # fmt: skip
+            if changed and status in (RobotsStatus.PARSED.value, RobotsStatus.UNAVAILABLE.value):
+                # New rules may allow what the old ones blocked: those URLs go back to the
+                # queue, and the claim judges them against the policy now in force.
+                c.execute(
+                    """UPDATE urls SET state = 'eligible', reason = ?
+                       WHERE origin = ? AND state = 'blocked' AND reason = ?""",
+                    (Reason.ROBOTS_RECHECK.value, task.origin, Reason.ROBOTS_DISALLOWED.value),
+                )
         return RobotsRecord(task.origin, version, status, text, now, now + ttl_s)
 
     def push_origin_clocks(self, pushes: Sequence[tuple[str, float, float]]) -> None:
@@ -878,6 +890,8 @@ def _has_capacity(origin: Row, now: float) -> bool:
 def _selection_reason(state: str) -> str:
     if state == UrlState.DISCOVERED.value:
         return Reason.ADMITTED.value
+    if state == UrlState.BLOCKED.value:
+        return Reason.ROBOTS_RECHECK.value
     if state in (UrlState.FETCHED.value, UrlState.QUARANTINED.value):
         return Reason.REVISIT_DUE.value
     return Reason.CARRIED_OVER.value

@@ -1094,3 +1094,52 @@ def test_adaptation_off_keeps_the_gap(tmp_path: Path) -> None:
     now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(3)]) + 1
     _commit_one(store, now, "http_5xx")
     assert _commit_one(store, now + 1, "http_5xx").gap_s == 1.0
+
+
+def test_urls_blocked_by_robots_are_judged_again_when_the_rules_change(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=1)
+    urls = ["https://news-a.example.test/a", "https://news-a.example.test/b"]
+    store.discover([cand(u) for u in urls], CYCLE)
+    task = claim(store, T0, lease_s=10.0)
+    assert isinstance(task, RobotsTask)
+    store.put_robots(task, "parsed", "User-agent: *\nDisallow: /\n", T0, 100.0, 0.0, good=True)
+    assert claim(store, T0 + 1) == Wait(T0 + 1)  # both blocked at claim: look again at once
+    assert isinstance(claim(store, T0 + 1), Drained)
+    assert {r["reason"] for r in store.url_rows(SHARD)} == {"robots_disallowed"}
+    # the next cycle, once the policy is due for a refresh: robots.txt first, then the URLs
+    queued = {r["url"]: r["reason"] for r in store.select_frontier("c2", SHARD, T0 + 101)}
+    assert queued == dict.fromkeys(urls, "robots_recheck")
+    task = store.claim("c2", SHARD, T0 + 101, TOKEN, LEASE_S)
+    assert isinstance(task, RobotsTask)
+    store.put_robots(task, "parsed", "User-agent: *\nDisallow: /b\n", T0 + 101, 100.0, 0.0)
+    lease = store.claim("c2", SHARD, T0 + 102, TOKEN, LEASE_S)
+    assert isinstance(lease, Lease) and lease.url == urls[0]  # allowed by the new rules
+    store.commit(lease, outcome(), "c2", T0 + 102)
+    store.claim("c2", SHARD, T0 + 103, TOKEN, LEASE_S)
+    assert rows_by_url(store)[urls[1]]["state"] == "blocked"  # still disallowed: blocked again
+    assert rows_by_url(store)[urls[1]]["robots_version"] == lease.robots_version
+
+
+def test_changed_rules_release_robots_blocked_urls_within_the_cycle(store: SqliteStore) -> None:
+    urls = ["https://news-a.example.test/a", "https://news-a.example.test/b"]
+    store.discover([cand(u) for u in urls], CYCLE)
+    task = claim(store, T0, lease_s=10.0)
+    assert isinstance(task, RobotsTask)
+    store.put_robots(task, "parsed", "User-agent: *\nDisallow: /a\n", T0, 10.0, 0.0)
+    lease = claim(store, T0 + 5)  # /a blocked at claim, /b leased
+    assert isinstance(lease, Lease) and lease.url == urls[1]
+    store.commit(lease, outcome(), CYCLE, T0 + 6)
+    task = claim(store, T0 + 11, lease_s=10.0)  # expired while /a is blocked: no work, no task
+    assert isinstance(task, Drained)
+    store.discover([cand("https://news-a.example.test/c")], CYCLE)  # new work: robots first
+    task = claim(store, T0 + 11, lease_s=10.0)
+    assert isinstance(task, RobotsTask)
+    store.put_robots(task, "parsed", "User-agent: *\nDisallow:\n", T0 + 11, 100.0, 0.0)
+    assert rows_by_url(store)[urls[0]]["reason"] == "robots_recheck"
+    got = set()
+    for t in (T0 + 16, T0 + 21):
+        lease = claim(store, t)
+        assert isinstance(lease, Lease)
+        got.add(lease.url)
+        store.commit(lease, outcome(), CYCLE, t)
+    assert got == {urls[0], "https://news-a.example.test/c"}

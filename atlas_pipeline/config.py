@@ -11,7 +11,7 @@ import difflib
 import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
@@ -41,6 +41,8 @@ class Politeness(_Section):
     """Added to every non-zero gap, because a request reaches the origin a little after its claim."""
     crawl_delay_cap_s: float = Field(d.CRAWL_DELAY_CAP_S, ge=0)
     """A robots.txt Crawl-delay widens the gap up to this many seconds, no further."""
+    bucket: Literal["origin", "domain"] = "origin"
+    """One clock and in-flight cap per origin, or per registrable domain (all its origins)."""
     adaptive_max_gap_s: float = Field(d.ADAPTIVE_MAX_GAP_S, ge=0)
     """Errors and slow answers double an origin's gap up to this; successes narrow it (0: off)."""
 

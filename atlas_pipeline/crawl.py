@@ -37,7 +37,7 @@ class Engine:
         politeness = cfg.politeness
         policy = OriginPolicy(
             politeness.min_gap_s, politeness.max_in_flight, politeness.gap_guard_s,
-            politeness.adaptive_max_gap_s,
+            politeness.adaptive_max_gap_s, politeness.bucket,
         )  # fmt: skip
         store = open_store(cfg.coordination, policy, cfg.scope.max_pages_per_origin)
         return cls(cfg, store, BodyStore(cfg.bodies_path), Lake(cfg.lake_path))

@@ -45,6 +45,7 @@ class OriginPolicy:
     max_in_flight: int
     gap_guard_s: float = 0.0  # added to a non-zero gap: requests reach the origin after the claim
     adaptive_max_gap_s: float = 0.0  # AIMD: errors widen the gap up to this; 0 = off
+    bucket: str = "origin"  # "domain": all origins of a registrable domain share clock and cap
 
 
 @dataclass(frozen=True, slots=True)

@@ -356,8 +356,7 @@ class SqliteStore:
             # Fast path: origins whose clocks allow a request now and that have due work,
             # earliest clock first; each EXISTS stops at its first index entry.
             ready_now = c.execute(
-                f"""SELECT o.*, (SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin
-                       AND s.slot_held = 1 AND s.lease_expires_at > :now) AS in_flight
+                f"""SELECT o.*, {self._in_flight_sql} AS in_flight
                    FROM origins o
                    WHERE o.shard = :shard AND o.next_eligible_at <= :now AND o.backoff_until <= :now
                      AND EXISTS (SELECT 1 FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
@@ -368,17 +367,20 @@ class SqliteStore:
             ).fetchall()
             claims: list[Lease | RobotsTask] = []
             clocks: list[tuple[Any, ...]] = []
+            buckets: set[str] = set()  # domain buckets served by this call: one claim each
             looked = False
             for origin in ready_now:
                 if len(claims) >= limit:
                     break
-                if not _has_capacity(origin, now):
+                if not _has_capacity(origin, now) or origin["registrable_domain"] in buckets:
                     continue
                 looked = True
                 got = self._claim_origin(c, origin, cycle, now, token, lease_s, limit - len(claims))
                 claims.extend(got)
                 if got:
                     clocks.append(_clock_update(origin["origin"], got[0]))
+                    if self._by_domain:
+                        buckets.add(origin["registrable_domain"])
             if claims:
                 c.executemany(
                     # in origin order, the order commits lock origins in: no deadlocks
@@ -388,6 +390,9 @@ class SqliteStore:
                        WHERE origin = ?""",
                     sorted(clocks, key=lambda u: u[-1]),
                 )
+                if self._by_domain:
+                    # one clock per registrable domain: its other origins wait as long
+                    self._push_domains(c, [(u[-1], u[0], 0.0) for u in clocks])
                 return claims
             # every due URL of a ready origin was robots-blocked: look again at once
             return Wait(now) if looked else self._when_next(c, cycle, shard, now)
@@ -417,8 +422,7 @@ class SqliteStore:
         """Nothing is claimable now: when might something be (the slow, full look)?"""
         origins = c.execute(
             f"""SELECT o.*,
-                 (SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin AND s.slot_held = 1
-                    AND s.lease_expires_at > :now) AS in_flight,
+                 {self._in_flight_sql} AS in_flight,
                  (SELECT MIN(u.due_at) FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
                     AND u.state IN ('eligible', 'failed_retryable')) AS due
                FROM origins o WHERE o.shard = :shard AND NOT EXISTS ({_PAUSED})""",
@@ -720,6 +724,36 @@ class SqliteStore:
                        backoff_until = MAX(backoff_until, ?) WHERE origin = ?""",
                     [(max(t, b), b, o) for o, t, b in sorted(pushes)],
                 )
+                if self._by_domain:
+                    self._push_domains(c, pushes)
+
+    def _push_domains(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
+        """Carry origin clock pushes to every origin of the same registrable domain."""
+        c.executemany(
+            """UPDATE origins SET next_eligible_at = MAX(next_eligible_at, ?),
+               backoff_until = MAX(backoff_until, ?)
+               WHERE registrable_domain = (SELECT registrable_domain FROM origins
+                                           WHERE origin = ?)""",
+            [(max(t, b), b, o) for o, t, b in sorted(pushes)],
+        )
+
+    @property
+    def _by_domain(self) -> bool:
+        return self.default_policy.bucket == "domain"
+
+    @property
+    def _in_flight_sql(self) -> str:
+        """Requests in flight in origin `o`'s bucket (the origin, or its registrable domain,
+        where other origins' robots.txt fetches count too)."""
+        if not self._by_domain:
+            return """(SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin
+                       AND s.slot_held = 1 AND s.lease_expires_at > :now)"""
+        return """((SELECT COUNT(*) FROM urls s WHERE s.slot_held = 1
+                     AND s.lease_expires_at > :now AND s.origin IN (SELECT d.origin FROM origins d
+                         WHERE d.registrable_domain = o.registrable_domain))
+                   + (SELECT COUNT(*) FROM origins r WHERE r.registrable_domain =
+                         o.registrable_domain AND r.origin <> o.origin
+                         AND r.robots_lease_until > :now))"""
 
     def advance_origin_clock(self, origin: str, next_eligible_at: float) -> None:
         """Move the origin's clock forward (never back): a request left later than its claim."""

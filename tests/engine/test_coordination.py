@@ -1143,3 +1143,48 @@ def test_changed_rules_release_robots_blocked_urls_within_the_cycle(store: Sqlit
         got.add(lease.url)
         store.commit(lease, outcome(), CYCLE, t)
     assert got == {urls[0], "https://news-a.example.test/c"}
+
+
+# stricter buckets ------------------------------------------------------------------------
+
+
+def _two_shop_origins(bucket: str, gap: float, max_in_flight: int = 1) -> CoordinationStore:
+    store = open_store(_backend_url["url"], OriginPolicy(gap, max_in_flight, 0.0, 0.0, bucket), 100)
+    urls = [f"https://{h}.shop.example.test/{i}" for h in ("a", "b") for i in range(3)]
+    store.discover([cand(u) for u in [*urls, "https://other.example.org/x"]], CYCLE)
+    tasks = claim_batch(store, T0, 8)
+    assert isinstance(tasks, list)
+    for t in tasks:
+        assert isinstance(t, RobotsTask)
+        put_robots(store, t, T0)
+    return store
+
+
+def test_a_domain_bucket_gives_its_origins_one_clock(tmp_path: Path) -> None:
+    store = _two_shop_origins("domain", gap=5.0)
+    # the robots fetches took the domain's first gap: a.shop, b.shop and other each got one,
+    # but a and b share a clock, so only one of them was handed out (see the task count)
+    got = claim_batch(store, T0 + 10, 8)
+    assert isinstance(got, list)
+    shops = [x for x in got if "shop" in x.origin]
+    assert len(shops) == 1 and any("other" in x.origin for x in got)
+    store.commit_batch([(x, outcome()) for x in got if isinstance(x, Lease)], CYCLE, T0 + 10)
+    assert claim_batch(store, T0 + 10, 8) == Wait(T0 + 15)  # b.shop waits out a.shop's gap
+    nxt = claim_batch(store, T0 + 15, 8)
+    assert isinstance(nxt, list) and len([x for x in nxt if "shop" in x.origin]) == 1
+
+
+def test_a_domain_bucket_shares_one_in_flight_cap(tmp_path: Path) -> None:
+    store = _two_shop_origins("domain", gap=0.0, max_in_flight=1)
+    got = claim_batch(store, T0 + 1, 8)
+    assert isinstance(got, list)
+    assert len([x for x in got if "shop" in x.origin]) == 1  # not one per origin
+    again = claim_batch(store, T0 + 1, 8)
+    assert not isinstance(again, list) or not any("shop" in x.origin for x in again)
+
+
+def test_origin_buckets_keep_origins_apart(tmp_path: Path) -> None:
+    store = _two_shop_origins("origin", gap=5.0)
+    got = claim_batch(store, T0 + 10, 8)
+    assert isinstance(got, list)
+    assert len({x.origin for x in got if "shop" in x.origin}) == 2

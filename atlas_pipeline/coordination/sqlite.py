@@ -392,7 +392,7 @@ class SqliteStore:
                 )
                 if self._by_domain:
                     # one clock per registrable domain: its other origins wait as long
-                    self._push_domains(c, [(u[-1], u[0], 0.0) for u in clocks])
+                    self._push_clocks(c, [(u[-1], u[0], 0.0) for u in clocks])
                 return claims
             # every due URL of a ready origin was robots-blocked: look again at once
             return Wait(now) if looked else self._when_next(c, cycle, shard, now)
@@ -512,12 +512,8 @@ class SqliteStore:
         return leases
 
     # request end and commit --------------------------------------------------------
-    def finish_request(self, url: str, fence: int) -> None:
-        """The response is over: give the origin slot back (only the current attempt can)."""
-        self.release_slots([(url, fence)])
-
     def release_slots(self, finished: Sequence[tuple[str, int]]) -> None:
-        """finish_request for many (url, fence) pairs in one transaction."""
+        """Requests are over: give their origin slots back (only the current attempts can)."""
         if finished:
             with self._tx() as c:
                 self._release(c, finished)
@@ -715,25 +711,20 @@ class SqliteStore:
         return RobotsRecord(task.origin, version, status, text, now, now + ttl_s)
 
     def push_origin_clocks(self, pushes: Sequence[tuple[str, float, float]]) -> None:
-        """(origin, next_eligible_at, backoff_until) for many origins: clocks only move forward."""
+        """(origin, next_eligible_at, backoff_until) for many origins: clocks only move forward,
+        for the origin's whole bucket."""
         if pushes:
             with self._tx() as c:
-                c.executemany(
-                    # the clock carries the backoff too: "ready soonest" is one indexed column
-                    """UPDATE origins SET next_eligible_at = MAX(next_eligible_at, ?),
-                       backoff_until = MAX(backoff_until, ?) WHERE origin = ?""",
-                    [(max(t, b), b, o) for o, t, b in sorted(pushes)],
-                )
-                if self._by_domain:
-                    self._push_domains(c, pushes)
+                self._push_clocks(c, pushes)
 
-    def _push_domains(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
-        """Carry origin clock pushes to every origin of the same registrable domain."""
+    def _push_clocks(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
+        where = "origin = ?"
+        if self._by_domain:
+            where = "registrable_domain = (SELECT registrable_domain FROM origins WHERE origin = ?)"
         c.executemany(
-            """UPDATE origins SET next_eligible_at = MAX(next_eligible_at, ?),
-               backoff_until = MAX(backoff_until, ?)
-               WHERE registrable_domain = (SELECT registrable_domain FROM origins
-                                           WHERE origin = ?)""",
+            # the clock carries the backoff too: "ready soonest" is one indexed column
+            f"""UPDATE origins SET next_eligible_at = MAX(next_eligible_at, ?),
+                backoff_until = MAX(backoff_until, ?) WHERE {where}""",
             [(max(t, b), b, o) for o, t, b in sorted(pushes)],
         )
 
@@ -754,23 +745,6 @@ class SqliteStore:
                    + (SELECT COUNT(*) FROM origins r WHERE r.registrable_domain =
                          o.registrable_domain AND r.origin <> o.origin
                          AND r.robots_lease_until > :now))"""
-
-    def advance_origin_clock(self, origin: str, next_eligible_at: float) -> None:
-        """Move the origin's clock forward (never back): a request left later than its claim."""
-        with self._tx() as c:
-            c.execute(
-                "UPDATE origins SET next_eligible_at = MAX(next_eligible_at, ?) WHERE origin = ?",
-                (next_eligible_at, origin),
-            )
-
-    def backoff_origin(self, origin: str, until: float) -> None:
-        with self._tx() as c:
-            c.execute(
-                # The clock carries the backoff too, so "ready soonest" is one indexed column.
-                """UPDATE origins SET backoff_until = MAX(backoff_until, ?),
-                   next_eligible_at = MAX(next_eligible_at, ?) WHERE origin = ?""",
-                (until, until, origin),
-            )
 
     # maintenance -------------------------------------------------------------------
     def sweep(self, now: float) -> int:

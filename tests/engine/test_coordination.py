@@ -297,7 +297,7 @@ def test_max_in_flight_is_respected_until_the_slot_is_freed(tmp_path: Path) -> N
     held = claim(store, now + 1)
     assert isinstance(held, Wait)
     assert held.until <= now + 1 + 1.0  # poll soon: the slot could be freed any moment
-    store.finish_request(first.url, first.fence)
+    store.release_slots([(first.url, first.fence)])
     second = claim(store, now + 1)
     assert isinstance(second, Lease)
     assert second.url != first.url
@@ -311,12 +311,12 @@ def test_two_slots_allow_two_requests_in_flight(tmp_path: Path) -> None:
     assert isinstance(claim(store, now), Wait)
 
 
-def test_finish_request_with_a_stale_fence_does_not_free_the_slot(tmp_path: Path) -> None:
+def test_releasing_a_slot_with_a_stale_fence_does_not_free_it(tmp_path: Path) -> None:
     store = make_store(tmp_path, gap=0.0, max_in_flight=1)
     now = ready_origin(store, ["https://news-a.example.test/a", "https://news-a.example.test/b"])
     first = claim(store, now)
     assert isinstance(first, Lease)
-    store.finish_request(first.url, first.fence - 1)
+    store.release_slots([(first.url, first.fence - 1)])
     assert isinstance(claim(store, now), Wait)
 
 
@@ -330,7 +330,7 @@ def test_the_origin_with_the_earliest_clock_is_chosen(tmp_path: Path, delayed: s
         task = claim(store, T0)
         assert isinstance(task, RobotsTask)
         put_robots(store, task, T0)
-    store.backoff_origin(delayed, T0 + 20)
+    store.push_origin_clocks([(delayed, 0.0, T0 + 20)])
     other = DOCS if delayed == NEWS else NEWS
     # both clocks are in the future: wait for the earlier one
     assert claim(store, T0 + 1) == Wait(T0 + 5.0)
@@ -461,7 +461,7 @@ def test_put_robots_sets_gap_and_backoff(store: SqliteStore) -> None:
     assert claim(store, T0 + 50) == Wait(T0 + 100)
     first = claim(store, T0 + 100)
     assert isinstance(first, Lease)
-    store.finish_request(first.url, first.fence)
+    store.release_slots([(first.url, first.fence)])
     store.discover([cand("https://news-a.example.test/b")], CYCLE)
     assert claim(store, T0 + 110) == Wait(T0 + 130)  # the new (Crawl-delay) gap
 
@@ -554,7 +554,7 @@ def test_leased_url_makes_claim_wait_not_drain(store: SqliteStore) -> None:
     now = ready_origin(store, ["https://news-a.example.test/a"])
     lease = claim(store, now, lease_s=10.0)
     assert isinstance(lease, Lease)
-    store.finish_request(lease.url, lease.fence)
+    store.release_slots([(lease.url, lease.fence)])
     waiting = claim(store, now + 1)
     assert isinstance(waiting, Wait)
     assert waiting.until <= lease.expires_at
@@ -603,13 +603,13 @@ def test_commit_discovers_links(store: SqliteStore) -> None:
 def test_backoff_defers_claims_until_it_ends(tmp_path: Path) -> None:
     store = make_store(tmp_path, gap=5.0, max_in_flight=2)
     now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(2)])
-    store.backoff_origin(NEWS, now + 60)
+    store.push_origin_clocks([(NEWS, 0.0, now + 60)])
     assert claim(store, now) == Wait(now + 60)
     assert claim(store, now + 59.9) == Wait(now + 60)
     assert isinstance(claim(store, now + 60), Lease)
     # an earlier backoff never shortens a later one
-    store.backoff_origin(NEWS, now + 200)
-    store.backoff_origin(NEWS, now + 100)
+    store.push_origin_clocks([(NEWS, 0.0, now + 200)])
+    store.push_origin_clocks([(NEWS, 0.0, now + 100)])
     assert claim(store, now + 150) == Wait(now + 200)
 
 
@@ -740,15 +740,6 @@ def test_gap_guard_is_added_to_non_zero_gaps_only(tmp_path: Path) -> None:
     assert isinstance(first, Lease)
     assert first.gap_s == 0.0
     assert isinstance(claim(no_gap, T0), Lease)
-
-
-def test_advance_origin_clock_only_moves_forward(tmp_path: Path) -> None:
-    store = make_store(tmp_path, gap=5.0, max_in_flight=4)
-    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(3)])
-    store.advance_origin_clock(NEWS, now + 20)
-    assert claim(store, now) == Wait(now + 20)
-    store.advance_origin_clock(NEWS, now + 1)
-    assert claim(store, now + 10) == Wait(now + 20)
 
 
 @pytest.mark.postgres_only

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ import pytest
 import yaml
 
 from atlas_pipeline.sandbox import SandboxWeb
+
+ROOT = Path(__file__).resolve().parents[1]
 
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 
@@ -66,25 +69,82 @@ class SandboxProcess:
         return self.web.url(host, path)
 
 
-@pytest.fixture(scope="session")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxProcess]:
-    """Three publishers plus two generated origins, 15 pages each, with a request log."""
-    log = tmp_path_factory.mktemp("sandbox") / "requests.jsonl"
+@contextmanager
+def running_sandbox(
+    log: Path, origins: int, pages: int, lab: bool = False
+) -> Iterator[SandboxProcess]:
+    """`atlas web` in its own process (seed 7, loopback, a port of its own), request log at `log`."""
     cmd = [sys.executable, "-m", "assets.cli", "web", "--port", "0", "--seed", "7",
-           "--origins", "2", "--pages", "15", "--log", str(log)]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
-                            text=True, start_new_session=True)  # fmt: skip
+           "--origins", str(origins), "--pages", str(pages), "--log", str(log),
+           *(["--lab"] if lab else [])]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
     try:
         assert proc.stdout is not None
         banner = proc.stdout.readline()
         found = re.search(r"127\.0\.0\.1:(\d+)", banner)
         assert found, f"the sandbox did not start: {banner!r}"
         port = int(found.group(1))
-        web = SandboxWeb(seed=7, generated_origins=2, pages_per_origin=15, port=port)
+        web = SandboxWeb(seed=7, generated_origins=origins, pages_per_origin=pages, port=port)
         yield SandboxProcess(web, port, FileRequestLog(log))
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxProcess]:
+    """Three publishers plus two generated origins, 15 pages each, with a request log."""
+    with running_sandbox(tmp_path_factory.mktemp("sandbox") / "requests.jsonl", 2, 15) as web:
+        yield web
+
+
+PARTITION_WORKER = """
+import json, sys, time
+from pathlib import Path
+from atlas_pipeline.config import load_config
+from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
+
+if __name__ == "__main__":
+    engine = Engine.from_config(load_config(sys.argv[1]))
+    go = Path(sys.argv[2])
+    while not go.exists():  # start together, imports done
+        time.sleep(0.01)
+    plan_frontier(engine, "c0001", 0)
+    result = fetch_shard(engine, "c0001", 0, holder=sys.argv[3])
+    print(json.dumps({"requests": result.stats.requests, "fence": result.lease.fence,
+                      "superseded_by": result.superseded_by}), flush=True)
+"""
+
+
+def run_partition_together(cfg: Path, workdir: Path, runs: int) -> list[dict[str, Any]]:
+    """`runs` processes (as on as many machines) drain partition (c0001, shard 0) of `cfg` at
+    once; each one's requests, batch fence and superseding fence, in start order."""
+    script, go = workdir / "partition_worker.py", workdir / "go"
+    script.write_text(PARTITION_WORKER)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(cfg), str(go), f"run-{i}"],
+            cwd=ROOT,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(runs)
+    ]
+    try:
+        time.sleep(4)  # imports and store connections
+        go.touch()
+        outputs = []
+        for p in procs:
+            out, err = p.communicate(timeout=240)
+            assert p.returncode == 0, err[-3000:]
+            outputs.append(json.loads(out.strip().splitlines()[-1]))
+        return outputs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
 
 
 def sandbox_config(server: SandboxProcess, data_dir: Path, **overrides: Any) -> dict[str, Any]:
@@ -131,8 +191,8 @@ def postgres_available() -> str | None:
         return f"PostgreSQL at {PG_URL} is not reachable ({exc}); run scripts/ensure_postgres.sh"
 
 
-@pytest.fixture()
-def pg_schema_url() -> Iterator[str]:
+@contextmanager
+def private_pg_schema() -> Iterator[str]:
     """A coordination URL on a fresh, private PostgreSQL schema, dropped afterwards."""
     import uuid
 
@@ -150,3 +210,10 @@ def pg_schema_url() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture()
+def pg_schema_url() -> Iterator[str]:
+    """A coordination URL on a fresh, private PostgreSQL schema, dropped afterwards."""
+    with private_pg_schema() as url:
+        yield url

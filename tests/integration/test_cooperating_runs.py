@@ -6,37 +6,17 @@ process does part of the work, and the newest batch fence writes the partition."
 from __future__ import annotations
 
 import itertools
-import json
-import subprocess
-import sys
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import polars as pl
 
 from atlas_pipeline.sandbox import normalize_url
-from tests.conftest import SandboxProcess, sandbox_config, write_config
+from tests.conftest import SandboxProcess, run_partition_together, sandbox_config, write_config
 
 GAP_S = 0.3
 SERVER_JITTER_S = 0.05
 RUNS = 3
-WORKER = """
-import json, sys, time
-from pathlib import Path
-from atlas_pipeline.config import load_config
-from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
-
-if __name__ == "__main__":
-    engine = Engine.from_config(load_config(sys.argv[1]))
-    go = Path(sys.argv[2])
-    while not go.exists():  # start together, imports done
-        time.sleep(0.01)
-    plan_frontier(engine, "c0001", 0)
-    result = fetch_shard(engine, "c0001", 0, holder=sys.argv[3])
-    print(json.dumps({"requests": result.stats.requests, "fence": result.lease.fence,
-                      "superseded_by": result.superseded_by}), flush=True)
-"""
 
 
 def test_three_processes_drain_one_partition_together_on_postgres(
@@ -46,26 +26,8 @@ def test_three_processes_drain_one_partition_together_on_postgres(
         sandbox, tmp_path, shards=1, coordination_url=pg_schema_url,
         politeness={"min_gap_s": GAP_S, "max_in_flight": 1},
     ))  # fmt: skip
-    script, go = tmp_path / "worker.py", tmp_path / "go"
-    script.write_text(WORKER)
     sandbox.log.clear()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(cfg), str(go), f"run-{i}"],
-            cwd=Path(__file__).parents[2],
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for i in range(RUNS)
-    ]
-    time.sleep(4)  # imports and store connections
-    go.touch()
-    outputs = []
-    for p in procs:
-        out, err = p.communicate(timeout=180)
-        assert p.returncode == 0, err[-3000:]
-        outputs.append(json.loads(out.strip().splitlines()[-1]))
+    outputs = run_partition_together(cfg, tmp_path, RUNS)
     log = sorted(sandbox.log.entries(), key=lambda e: e["start"])
     pages = [e for e in log if e["path"] != "/robots.txt"]
     assert max(Counter((e["host"], e["path"]) for e in pages).values()) == 1  # exactly once

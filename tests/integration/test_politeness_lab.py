@@ -13,11 +13,6 @@ two cores, the server's own loop may start a handler a little after the request 
 from __future__ import annotations
 
 import itertools
-import json
-import re
-import subprocess
-import sys
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,92 +22,40 @@ import polars as pl
 import pytest
 
 from atlas_pipeline.sandbox import SandboxWeb, lab
-from tests.conftest import FileRequestLog, SandboxProcess, sandbox_config, write_config
+from tests.conftest import (
+    SandboxProcess,
+    private_pg_schema,
+    run_partition_together,
+    running_sandbox,
+    sandbox_config,
+    write_config,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 GAP_S = 0.3
 SERVER_JITTER_S = 0.05
 RUNS = 3
-WORKER = """
-import json, sys, time
-from pathlib import Path
-from atlas_pipeline.config import load_config
-from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
-
-if __name__ == "__main__":
-    engine = Engine.from_config(load_config(sys.argv[1]))
-    go = Path(sys.argv[2])
-    while not go.exists():
-        time.sleep(0.01)
-    plan_frontier(engine, "c0001", 0)
-    result = fetch_shard(engine, "c0001", 0, holder=sys.argv[3])
-    print(json.dumps({"requests": result.stats.requests}), flush=True)
-"""
 
 
 @pytest.fixture(scope="module")
 def lab_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxProcess]:
     log = tmp_path_factory.mktemp("lab") / "requests.jsonl"
-    cmd = [sys.executable, "-m", "assets.cli", "web", "--port", "0", "--seed", "7",
-           "--origins", "6", "--pages", "15", "--lab", "--log", str(log)]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        found = re.search(r"127\.0\.0\.1:(\d+)", proc.stdout.readline())
-        assert found, "the lab web did not start"
-        port = int(found.group(1))
-        web = SandboxWeb(seed=7, generated_origins=6, pages_per_origin=15, port=port)
-        yield SandboxProcess(web, port, FileRequestLog(log))
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with running_sandbox(log, origins=6, pages=15, lab=True) as web:
+        yield web
 
 
 @pytest.fixture(scope="module")
 def crawled(lab_web: SandboxProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    import uuid
-
-    import psycopg
-
-    from tests.conftest import PG_URL, postgres_available
-
-    why = postgres_available()
-    if why:
-        pytest.skip(why)
-    schema = f"atlas_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
     tmp = tmp_path_factory.mktemp("lab-crawl")
-    cfg = write_config(tmp / "atlas.yaml", sandbox_config(
-        lab_web, tmp, shards=1, coordination_url=f"{PG_URL}?options=-csearch_path%3D{schema}",
-        politeness={"min_gap_s": GAP_S, "max_in_flight": 1},
-        limits={"batch_max_idle_s": 5},
-    ))  # fmt: skip
-    script, go = tmp / "worker.py", tmp / "go"
-    script.write_text(WORKER)
-    lab_web.log.clear()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(cfg), str(go), f"run-{i}"],
-            cwd=ROOT,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for i in range(RUNS)
-    ]
-    try:
-        time.sleep(4)  # imports and store connections
-        go.touch()
-        outputs = []
-        for p in procs:
-            out, err = p.communicate(timeout=240)
-            assert p.returncode == 0, err[-3000:]
-            outputs.append(json.loads(out.strip().splitlines()[-1]))
-        fetches = pl.read_delta(str(tmp / "lake" / "crawl" / "fetches"))
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with private_pg_schema() as store_url:
+        cfg = write_config(tmp / "atlas.yaml", sandbox_config(
+            lab_web, tmp, shards=1, coordination_url=store_url,
+            politeness={"min_gap_s": GAP_S, "max_in_flight": 1},
+            limits={"batch_max_idle_s": 5},
+        ))  # fmt: skip
+        lab_web.log.clear()
+        outputs = run_partition_together(cfg, tmp, RUNS)
+    fetches = pl.read_delta(str(tmp / "lake" / "crawl" / "fetches"))
     log = sorted(lab_web.log.entries(), key=lambda e: e["start"])
     by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for e in log:

@@ -41,10 +41,25 @@ class Politeness(_Section):
     """Added to every non-zero gap, because a request reaches the origin a little after its claim."""
     crawl_delay_cap_s: float = Field(d.CRAWL_DELAY_CAP_S, ge=0)
     """A robots.txt Crawl-delay widens the gap up to this many seconds, no further."""
-    bucket: Literal["origin", "domain"] = "origin"
-    """One clock and in-flight cap per origin, or per registrable domain (all its origins)."""
+    bucket: Literal["origin", "domain", "ip"] = "origin"
+    """One clock and in-flight cap per origin, per registrable domain or per IP address."""
     adaptive_max_gap_s: float = Field(d.ADAPTIVE_MAX_GAP_S, ge=0)
     """Errors and slow answers double an origin's gap up to this; successes narrow it (0: off)."""
+    classes: dict[str, list[str]] = Field(default_factory=dict)
+    """Fairness classes: class name -> hosts or registrable domains; others are their own class."""
+    class_quota: float = Field(d.CLASS_QUOTA, gt=0, le=1)
+    """Most share of recent attempts one class takes while other classes have eligible work."""
+    class_window_s: float = Field(d.CLASS_WINDOW_S, gt=0)
+    """Half-life in seconds of the recent-attempt counts that the class quota judges."""
+    starvation_bound_s: float = Field(d.STARVATION_BOUND_S, gt=0)
+    """An origin with eligible work waiting longer than this is served next, quota or not."""
+    aging_per_hour: float = Field(d.AGING_PER_HOUR, ge=0)
+    """Priority a queued URL gains per hour it waits, so budgets never postpone it forever."""
+
+    @field_validator("classes")
+    @classmethod
+    def _lower_members(cls, classes: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {k: [h.strip().lower().rstrip(".") for h in v] for k, v in classes.items()}
 
 
 class Scope(_Section):

@@ -38,6 +38,10 @@ class Engine:
         policy = OriginPolicy(
             politeness.min_gap_s, politeness.max_in_flight, politeness.gap_guard_s,
             politeness.adaptive_max_gap_s, politeness.bucket,
+            classes=tuple((m, k) for k, members in politeness.classes.items() for m in members),
+            class_quota=politeness.class_quota, class_window_s=politeness.class_window_s,
+            starvation_bound_s=politeness.starvation_bound_s,
+            aging_per_hour=politeness.aging_per_hour, resolve=tuple(cfg.resolve.items()),
         )  # fmt: skip
         store = open_store(cfg.coordination, policy, cfg.scope.max_pages_per_origin)
         return cls(cfg, store, BodyStore(cfg.bodies_path), Lake(cfg.lake_path))

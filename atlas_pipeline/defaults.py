@@ -14,6 +14,10 @@ GAP_GUARD_S = 0.01  # seconds added to a non-zero gap for claim-to-wire latency
 START_SLACK_S = 0.005  # a request leaving later than this after its claim pushes the clock
 # (below GAP_GUARD_S, so a request late by less is still covered by the guard)
 CRAWL_DELAY_CAP_S = 30.0  # a robots Crawl-delay above this is capped
+CLASS_QUOTA = 0.25  # no fairness class above a quarter of attempts while others wait
+CLASS_WINDOW_S = 60.0  # half-life of the attempt counts behind the class quota
+STARVATION_BOUND_S = 30.0  # an origin waiting longer is served next, quota or not
+AGING_PER_HOUR = 0.01  # priority gained per hour queued (depth priorities step by 0.1)
 ADAPTIVE_MAX_GAP_S = 60.0  # an origin's adaptive gap widens on errors up to this
 
 # Scope

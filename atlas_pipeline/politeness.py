@@ -8,6 +8,7 @@ computes the numbers that go into it.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
 
 
@@ -39,3 +40,35 @@ def backoff_s(attempt: int, base_s: float, cap_s: float, rng: random.Random | No
     """Full-jitter exponential backoff: uniform(0, min(cap, base * 2**(attempt-1)))."""
     ceiling = min(cap_s, base_s * (2 ** max(0, attempt - 1)))
     return (rng or random).uniform(0.0, ceiling)
+
+
+def bucket_of(origin: str, mode: str, domain: str, ip_of: Callable[[str], str]) -> str:
+    """The politeness bucket an origin's requests share a clock and cap with."""
+    if mode == "domain":
+        return domain
+    if mode == "ip":
+        return "ip:" + ip_of(host_of(origin))
+    return origin
+
+
+def class_of(origin: str, domain: str, classes: Mapping[str, str]) -> str:
+    """An origin's fairness class: named by its host or registrable domain, else the domain."""
+    return classes.get(host_of(origin)) or classes.get(domain) or domain
+
+
+def host_of(origin: str) -> str:
+    return origin.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+
+
+def decayed(score: float, at: float, now: float, half_life_s: float) -> float:
+    """A count of recent attempts that halves every `half_life_s` (a sliding share window)."""
+    return float(score * 0.5 ** (max(0.0, now - at) / half_life_s))
+
+
+def over_quota(cls: str, scores: Mapping[str, float], quota: float, waiting: set[str]) -> bool:
+    """Class quota (seed 000 ch. 10): `cls` already took more than `quota` of recent attempts
+    while a class in `waiting` (others with eligible work) is under its own quota."""
+    total = sum(scores.values())
+    if quota >= 1.0 or total <= 0 or scores.get(cls, 0.0) / total <= quota:
+        return False
+    return any(o != cls and scores.get(o, 0.0) / total <= quota for o in waiting)

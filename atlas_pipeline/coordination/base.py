@@ -45,7 +45,14 @@ class OriginPolicy:
     max_in_flight: int
     gap_guard_s: float = 0.0  # added to a non-zero gap: requests reach the origin after the claim
     adaptive_max_gap_s: float = 0.0  # AIMD: errors widen the gap up to this; 0 = off
-    bucket: str = "origin"  # "domain": all origins of a registrable domain share clock and cap
+    # "domain" / "ip": all origins of a registrable domain / of an address share clock and cap
+    bucket: str = "origin"
+    classes: tuple[tuple[str, str], ...] = ()  # (host or registrable domain, fairness class)
+    class_quota: float = 1.0  # most share of recent attempts per class while others wait; 1 = off
+    class_window_s: float = 60.0  # half-life of the recent-attempt counts the quota judges
+    starvation_bound_s: float = 30.0  # an origin waiting longer is served first, quota or not
+    aging_per_hour: float = 0.0  # priority a queued URL gains per hour it has waited
+    resolve: tuple[tuple[str, str], ...] = ()  # host -> IP for "ip" buckets (else DNS)
 
 
 @dataclass(frozen=True, slots=True)

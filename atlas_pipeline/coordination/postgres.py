@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -134,10 +133,7 @@ class PostgresStore(SqliteStore):
 
     def __init__(self, url: str, default_policy: OriginPolicy, cycle_budget: int) -> None:
         self.url = url
-        self.default_policy = default_policy
-        self.cycle_budget = cycle_budget
-        self._local = threading.local()
-        self._policies = {}
+        self._setup(default_policy, cycle_budget)
         try:
             self._migrate()
         except StoreUnavailable as exc:

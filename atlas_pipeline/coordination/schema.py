@@ -171,4 +171,27 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # Fair scheduling: each origin's politeness bucket (origin, registrable domain or IP) and
+    # fairness class as columns, and a decaying per-class count of recent attempts per shard.
+    (
+        9,
+        [
+            "ALTER TABLE origins ADD COLUMN bucket TEXT",
+            "UPDATE origins SET bucket = origin",
+            "CREATE INDEX origins_bucket ON origins (bucket)",
+            "ALTER TABLE origins ADD COLUMN fair_class TEXT",
+            "UPDATE origins SET fair_class = registrable_domain",
+            """CREATE TABLE class_usage (
+                shard INTEGER NOT NULL,
+                fair_class TEXT NOT NULL,
+                score REAL NOT NULL,
+                at REAL NOT NULL,
+                PRIMARY KEY (shard, fair_class)
+            )""",
+            "CREATE TABLE store_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

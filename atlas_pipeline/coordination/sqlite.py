@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import socket
 import sqlite3
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CoordinationError, StaleAttempt, StoreUnavailable
+from ..politeness import bucket_of, class_of, decayed, over_quota
 from ..reasons import Reason
 from ..robots import RobotsPolicy, RobotsStatus
 from ..urls import registrable_domain
@@ -65,11 +69,8 @@ class SqliteStore:
     ) -> None:
         self.path = path
         self.url = f"sqlite:///{path}"
-        self.default_policy = default_policy
-        self.cycle_budget = cycle_budget  # URLs queued per origin per cycle
         self._busy_ms = int(busy_timeout_s * 1000)
-        self._local = threading.local()
-        self._policies: dict[tuple[str, int], RobotsPolicy] = {}
+        self._setup(default_policy, cycle_budget)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._migrate()
@@ -78,6 +79,14 @@ class SqliteStore:
                 f"cannot open the coordination store {self.url} ({exc}); "
                 "fix coordination_url or data_dir in the crawl config"
             ) from None
+
+    def _setup(self, default_policy: OriginPolicy, cycle_budget: int) -> None:
+        self.default_policy = default_policy
+        self.cycle_budget = cycle_budget  # URLs queued per origin per cycle
+        self._local = threading.local()
+        self._policies: dict[tuple[str, int], RobotsPolicy] = {}
+        self._classes = dict(default_policy.classes)
+        self._resolve = dict(default_policy.resolve)
 
     # connection and transactions -------------------------------------------------
     def _conn(self) -> Conn:
@@ -158,6 +167,41 @@ class SqliteStore:
                 "UPDATE origins SET registrable_domain = ? WHERE origin = ?",
                 [(_domain_of(r[0]), r[0]) for r in missing.fetchall()],
             )
+            self._regroup(c)
+
+    def _regroup(self, c: Conn) -> None:
+        """Buckets and fairness classes follow the config: recompute them when it changed."""
+        p = self.default_policy
+        grouping = json.dumps(
+            [p.bucket, sorted(p.classes), sorted(p.resolve) if p.bucket == "ip" else []]
+        )
+        row = c.execute("SELECT value FROM store_settings WHERE key = 'grouping'").fetchone()
+        stale = "bucket IS NULL" if row and row[0] == grouping else "1 = 1"
+        rows = c.execute(f"SELECT origin, registrable_domain FROM origins WHERE {stale}").fetchall()
+        c.executemany(
+            "UPDATE origins SET bucket = ?, fair_class = ? WHERE origin = ?",
+            [(*self._groups(r[0], r[1]), r[0]) for r in rows],
+        )
+        c.execute("DELETE FROM store_settings WHERE key = 'grouping'")
+        c.execute("INSERT INTO store_settings VALUES ('grouping', ?)", (grouping,))
+
+    def _groups(self, origin: str, domain: str) -> tuple[str, str]:
+        """(politeness bucket, fairness class) of an origin under the current config."""
+        p = self.default_policy
+        bucket = bucket_of(origin, p.bucket, domain, self._ip_of)
+        return bucket, class_of(origin, domain, self._classes)
+
+    def _ip_of(self, host: str) -> str:
+        """The address an "ip" bucket is keyed on: the resolve map, else DNS, else the host."""
+        ip = self._resolve.get(host)
+        if ip is None:
+            try:
+                infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+                ip = sorted(str(i[4][0]) for i in infos)[0]
+            except (OSError, IndexError):
+                ip = host  # unresolvable now: its own bucket, and the fetch will fail anyway
+            self._resolve[host] = ip
+        return ip
 
     def schema_version(self) -> int:
         row = self._select("SELECT MAX(version) FROM schema_migrations").fetchone()
@@ -172,20 +216,14 @@ class SqliteStore:
             return self._discover(c, candidates, cycle, now=None)
 
     def _ensure_origins(self, c: Conn, cands: list[Candidate]) -> None:
+        p = self.default_policy
         c.executemany(
             """INSERT OR IGNORE INTO origins
-               (origin, shard, min_gap_s, max_in_flight, registrable_domain) VALUES (?,?,?,?,?)""",
+               (origin, shard, min_gap_s, max_in_flight, registrable_domain, bucket, fair_class)
+               VALUES (?,?,?,?,?,?,?)""",
             sorted(  # one insertion order for every writer: no lock-order deadlocks
-                {
-                    (
-                        x.origin,
-                        x.shard,
-                        self.default_policy.min_gap_s,
-                        self.default_policy.max_in_flight,
-                        _domain_of(x.origin),
-                    )
-                    for x in cands
-                }
+                (o, shard, p.min_gap_s, p.max_in_flight, d, *self._groups(o, d))
+                for o, shard, d in {(x.origin, x.shard, _domain_of(x.origin)) for x in cands}
             ),
         )
 
@@ -303,8 +341,9 @@ class SqliteStore:
                            AND due_at <= ?)
                        OR (state = 'blocked' AND reason = 'robots_disallowed' AND origin IN
                            (SELECT origin FROM origins WHERE robots_expires_at <= ?)))
-                   ORDER BY priority DESC, depth, seq""",
-                (shard, cycle, now, now),
+                   ORDER BY priority + ? * (? - discovered_at) / 3600.0 DESC, depth, seq""",
+                # aging: a URL left out of earlier cycles by the budget gains priority as it waits
+                (shard, cycle, now, now, self.default_policy.aging_per_hour, now),
             ).fetchall()
             picked: list[tuple[str, int]] = []
             for row in due:
@@ -363,25 +402,36 @@ class SqliteStore:
                                  AND u.state IN ('eligible', 'failed_retryable') AND u.due_at <= :now)
                      AND NOT EXISTS ({_PAUSED})
                    ORDER BY o.next_eligible_at LIMIT :n""",
-                {**params, "n": max(16, limit)},
+                # wider than `limit`, so classes under their quota are seen behind a big one
+                {**params, "n": max(64, 4 * limit)},
             ).fetchall()
             claims: list[Lease | RobotsTask] = []
             clocks: list[tuple[Any, ...]] = []
-            buckets: set[str] = set()  # domain buckets served by this call: one claim each
+            buckets: set[str] = set()  # buckets served by this call: one claim each
+            # longest-waiting first (the clock is when an origin became eligible): aging
+            ready = [o for o in ready_now if _has_capacity(o, now)]
+            scores = self._class_scores(c, shard, now)
+            pending = Counter(o["fair_class"] for o in ready)  # classes with eligible work
             looked = False
-            for origin in ready_now:
+            for origin in ready:
                 if len(claims) >= limit:
                     break
-                if not _has_capacity(origin, now) or origin["registrable_domain"] in buckets:
+                cls = origin["fair_class"]
+                if origin["bucket"] in buckets:
+                    pending[cls] -= 1
+                    continue
+                if self._held_back(origin, scores, pending, now):
                     continue
                 looked = True
+                pending[cls] -= 1
                 got = self._claim_origin(c, origin, cycle, now, token, lease_s, limit - len(claims))
                 claims.extend(got)
                 if got:
                     clocks.append(_clock_update(origin["origin"], got[0]))
-                    if self._by_domain:
-                        buckets.add(origin["registrable_domain"])
+                    buckets.add(origin["bucket"])
+                    scores[cls] = scores.get(cls, 0.0) + len(got)
             if claims:
+                self._save_class_scores(c, shard, scores, now)
                 c.executemany(
                     # in origin order, the order commits lock origins in: no deadlocks
                     """UPDATE origins SET next_eligible_at = ?,
@@ -390,12 +440,42 @@ class SqliteStore:
                        WHERE origin = ?""",
                     sorted(clocks, key=lambda u: u[-1]),
                 )
-                if self._by_domain:
-                    # one clock per registrable domain: its other origins wait as long
+                if self._shared_buckets:
+                    # one clock per bucket: its other origins wait as long
                     self._push_clocks(c, [(u[-1], u[0], 0.0) for u in clocks])
                 return claims
             # every due URL of a ready origin was robots-blocked: look again at once
             return Wait(now) if looked else self._when_next(c, cycle, shard, now)
+
+    def _held_back(
+        self, origin: Row, scores: dict[str, float], pending: Counter[str], now: float
+    ) -> bool:
+        """Over its class quota while other classes wait, and not yet waiting past the
+        starvation bound (which beats the quota)."""
+        p = self.default_policy
+        if now - float(origin["next_eligible_at"]) >= p.starvation_bound_s:
+            return False
+        waiting = {k for k, n in pending.items() if n > 0}
+        return over_quota(origin["fair_class"], scores, p.class_quota, waiting)
+
+    def _class_scores(self, c: Conn, shard: int, now: float) -> dict[str, float]:
+        """Recent attempts per fairness class in this shard, decayed to `now`."""
+        if self.default_policy.class_quota >= 1.0:
+            return {}
+        rows = c.execute(
+            "SELECT fair_class, score, at FROM class_usage WHERE shard = ?", (shard,)
+        ).fetchall()
+        half_life = self.default_policy.class_window_s
+        return {r[0]: decayed(float(r[1]), float(r[2]), now, half_life) for r in rows}
+
+    def _save_class_scores(self, c: Conn, shard: int, scores: dict[str, float], now: float) -> None:
+        if self.default_policy.class_quota >= 1.0:
+            return
+        c.executemany(
+            """INSERT INTO class_usage (shard, fair_class, score, at) VALUES (?,?,?,?)
+               ON CONFLICT (shard, fair_class) DO UPDATE SET score = excluded.score, at = excluded.at""",
+            sorted((shard, k, v, now) for k, v in scores.items() if v > 1e-3),
+        )
 
     def _claim_origin(
         self,
@@ -719,8 +799,8 @@ class SqliteStore:
 
     def _push_clocks(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
         where = "origin = ?"
-        if self._by_domain:
-            where = "registrable_domain = (SELECT registrable_domain FROM origins WHERE origin = ?)"
+        if self._shared_buckets:
+            where = "bucket = (SELECT bucket FROM origins WHERE origin = ?)"
         c.executemany(
             # the clock carries the backoff too: "ready soonest" is one indexed column
             f"""UPDATE origins SET next_eligible_at = MAX(next_eligible_at, ?),
@@ -729,21 +809,22 @@ class SqliteStore:
         )
 
     @property
-    def _by_domain(self) -> bool:
-        return self.default_policy.bucket == "domain"
+    def _shared_buckets(self) -> bool:
+        """Whether a bucket may hold several origins (registrable domain or IP address)."""
+        return self.default_policy.bucket != "origin"
 
     @property
     def _in_flight_sql(self) -> str:
-        """Requests in flight in origin `o`'s bucket (the origin, or its registrable domain,
-        where other origins' robots.txt fetches count too)."""
-        if not self._by_domain:
+        """Requests in flight in origin `o`'s bucket (the origin, or all origins of its domain
+        or address, whose robots.txt fetches count too)."""
+        if not self._shared_buckets:
             return """(SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin
                        AND s.slot_held = 1 AND s.lease_expires_at > :now)"""
         return """((SELECT COUNT(*) FROM urls s WHERE s.slot_held = 1
                      AND s.lease_expires_at > :now AND s.origin IN (SELECT d.origin FROM origins d
-                         WHERE d.registrable_domain = o.registrable_domain))
-                   + (SELECT COUNT(*) FROM origins r WHERE r.registrable_domain =
-                         o.registrable_domain AND r.origin <> o.origin
+                         WHERE d.bucket = o.bucket))
+                   + (SELECT COUNT(*) FROM origins r WHERE r.bucket = o.bucket
+                         AND r.origin <> o.origin
                          AND r.robots_lease_until > :now))"""
 
     # maintenance -------------------------------------------------------------------
@@ -869,6 +950,7 @@ class SqliteStore:
         return [dict(r) for r in self._select("SELECT * FROM stale_attempts")]
 
 
+@functools.lru_cache(maxsize=65536)
 def _domain_of(origin: str) -> str:
     host = origin.split("://", 1)[-1].rsplit(":", 1)[0]
     return registrable_domain(host)

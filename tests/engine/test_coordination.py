@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -1039,6 +1041,132 @@ def test_a_big_origin_cannot_starve_small_ones(tmp_path: Path) -> None:
     assert len(served) == 100
     first_round = served[: 2 * 11]  # two slots per turn, eleven origins
     assert {origin_of(u) for u in small} <= set(first_round)
+
+
+def _serve(
+    store: CoordinationStore, now: float, step: float, limit: int, until: Any = None
+) -> list[tuple[float, str]]:
+    """Claim `limit` at a time and commit at once until drained (or `until(served)`)."""
+    served: list[tuple[float, str]] = []
+    while until is None or not until(served):
+        got = claim_batch(store, now, limit)
+        if not isinstance(got, list):
+            if isinstance(got, Drained):
+                break
+            now = max(now + step, got.until)
+            continue
+        for x in got:
+            if isinstance(x, RobotsTask):
+                put_robots(store, x, now)
+            else:
+                served.append((now, x.origin))
+        store.commit_batch([(x, outcome()) for x in got if isinstance(x, Lease)], CYCLE, now)
+        now += step
+    return served
+
+
+def _big(run: str) -> list[str]:  # one class: the registrable domain bigpub-{run}.test
+    return [f"https://s{i}.bigpub-{run}.test/" for i in range(12)]
+
+
+def _small(run: str) -> list[str]:  # four classes of one origin each
+    return [f"https://small-{i}-{run}.test/" for i in range(4)]
+
+
+def _fair_store(run: str, quota: float, bound_s: float = 30.0) -> CoordinationStore:
+    """A store (shared by the runs of one test, hence `run` in the host names) holding twelve
+    origins of one publisher and four small sites, twenty URLs each."""
+    store = open_store(
+        _backend_url["url"],
+        OriginPolicy(0.0, 1, class_quota=quota, starvation_bound_s=bound_s),
+        10_000,
+    )
+    store.discover([cand(f"{o}{n}") for o in _big(run) + _small(run) for n in range(20)], CYCLE)
+    return store
+
+
+def _big_share_while_all_wait(served: list[tuple[float, str]], run: str) -> float:
+    """The big class's share of attempts up to the moment the first small origin ran dry."""
+    left = {origin_of(o): 20 for o in _small(run)}
+    n_big = 0
+    for i, (_, origin) in enumerate(served):
+        if origin in left:
+            left[origin] -= 1
+            if not left[origin]:
+                return n_big / (i + 1)
+        else:
+            n_big += 1
+    raise AssertionError("a small origin never ran dry")
+
+
+def test_a_class_quota_keeps_a_big_publisher_to_its_share(tmp_path: Path) -> None:
+    """Twelve origins of one publisher (one class) and four small sites: with a 25% class
+    quota the publisher takes at most a quarter of attempts while the small ones have work
+    (without it, three quarters), and its unused share goes to it once they are done."""
+    served = _serve(_fair_store("a", 0.25), T0, 0.01, 2)
+    assert len(served) == 16 * 20  # nothing left behind
+    assert _big_share_while_all_wait(served, "a") <= 0.25 + 1 / 40
+    unfair = _serve(_fair_store("b", 1.0), T0, 0.01, 2)
+    assert _big_share_while_all_wait(unfair, "b") >= 0.6
+
+
+def _max_wait(served: list[tuple[float, str]], origins: list[str]) -> float:
+    """Longest any of `origins` waited for a claim (all are eligible from the first one on)."""
+    last = {origin_of(o): served[0][0] for o in origins}
+    worst = 0.0
+    for at, origin in [*served, (served[-1][0], "")]:
+        for o in last if not origin else [origin] if origin in last else []:
+            worst = max(worst, at - last[o])
+            last[o] = at
+    return worst
+
+
+def test_the_starvation_bound_beats_the_class_quota(tmp_path: Path) -> None:
+    """Held back by the quota, each origin of the big class would wait ~3 s for its turn;
+    with a 1 s starvation bound none waits longer than the bound and one claim step."""
+    step = 0.1
+    some = lambda served: len(served) >= 60  # noqa: E731  (every small origin still has work)
+    held = _serve(_fair_store("a", 0.25, bound_s=1e9), T0, step, 2, until=some)
+    assert _max_wait(held, _big("a")) > 2.0
+    bounded = _serve(_fair_store("b", 0.25, bound_s=1.0), T0, step, 2, until=some)
+    assert _max_wait(bounded, _big("b")) <= 1.0 + step + 1e-6
+
+
+def test_ip_buckets_share_one_clock_and_regroup_when_the_config_changes(tmp_path: Path) -> None:
+    """politeness.bucket: ip: origins on one address are one bucket (one robots fetch at a
+    time here); reopening with per-origin buckets splits them again."""
+    resolve = (("a.example.test", "192.0.2.7"), ("b.example.org", "192.0.2.7"),
+               ("c.example.net", "192.0.2.8"))  # fmt: skip
+    urls = ["https://a.example.test/", "https://b.example.org/", "https://c.example.net/"]
+    store = open_store(_backend_url["url"], OriginPolicy(5.0, 1, bucket="ip", resolve=resolve), 9)
+    store.discover([cand(u) for u in urls], CYCLE)
+    got = claim_batch(store, T0, 8)
+    assert isinstance(got, list) and len(got) == 2  # one per address
+    shared = {origin_of(urls[0]), origin_of(urls[1])}
+    assert len({x.origin for x in got} & shared) == 1
+    # the other origin on 192.0.2.7 waits: the robots fetch holds its address's only slot
+    assert isinstance(claim_batch(store, T0 + 10, 8), Wait)
+    store.close()
+    store = open_store(_backend_url["url"], OriginPolicy(5.0, 1), 9)
+    again = claim_batch(store, T0 + 10, 8)
+    assert isinstance(again, list) and {x.origin for x in again} == shared - {
+        got[0].origin,
+        got[1].origin,
+    }
+
+
+def test_aging_lets_a_long_queued_url_overtake_fresher_higher_priority_ones(
+    tmp_path: Path,
+) -> None:
+    store = open_store(_backend_url["url"], OriginPolicy(5.0, 1, aging_per_hour=0.01), 1)
+    old, new = "https://news-a.example.test/old", "https://news-a.example.test/new"
+    store.discover([cand(old, priority=0.5), cand(new, priority=0.9)], None)
+    now = time.time()
+    assert [r["url"] for r in store.select_frontier("c1", SHARD, now)] == [new]
+    assert isinstance(store, SqliteStore)
+    with store._tx() as c:  # as if `old` had been discovered 50 hours ago
+        c.execute("UPDATE urls SET discovered_at = ? WHERE url = ?", (now - 50 * 3600, old))
+    assert [r["url"] for r in store.select_frontier("c2", SHARD, now)] == [old]
 
 
 # adaptive pacing (AIMD) ------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import ipaddress
 import re
 import socket
@@ -35,6 +36,7 @@ DNS_TTL_S = 60.0  # seconds an answer is trusted when the lookup reports no TTL 
 DNS_MAX_TTL_S = 3600.0  # longer TTLs are cut to this, so a moved host is seen within an hour
 DNS_NEGATIVE_TTL_S = 5.0  # seconds a refusal (failure or non-public answer) is remembered
 DNS_CACHE_ENTRIES = 65_536  # names cached; the oldest entry goes first
+HOST_PARSE_CACHE = 4096  # parsed host spellings kept (a crawl sees the same hosts again and again)
 
 
 # --- address policy ------------------------------------------------------------------------
@@ -287,6 +289,7 @@ def _parse_ipv6(text: str) -> ipaddress.IPv6Address:
         raise HostError(f"[{text}]: {exc}") from None
 
 
+@functools.lru_cache(maxsize=HOST_PARSE_CACHE)
 def parse_host(text: str) -> Host:
     """WHATWG host parsing for http(s): percent-decode, IDNA (UTS 46) to ASCII, then an IPv4
     literal in any spelling if the name ends in a number; else a DNS name without its trailing
@@ -382,7 +385,7 @@ def url_host(url: str, judge: Callable[[IPAddress], bool] = is_public) -> Host:
             readings.append(parse_host(_bracketed(host)))
         except (HostError, ValueError, UnicodeError) as exc:  # yarl and urllib raise ValueError
             errors.append(f"{type(exc).__name__}: {exc}")
-    bad = [str(h) for h in readings if not isinstance(h, str) and not judge(h)]
+    bad = [str(h) for h in dict.fromkeys(readings) if not isinstance(h, str) and not judge(h)]
     if bad:
         raise EgressRefused("non_public_address", f"{bad[0]} is not a public address ({url})")
     if errors:

@@ -445,7 +445,12 @@ class _Cached:
 def _map_key(host: str) -> str:
     """Resolve-map keys: lower case, no trailing dot, IDNs in their ASCII form."""
     key = host.strip().lower().rstrip(".")
-    return key if key.isascii() else idna.encode(key, uts46=True).decode("ascii")
+    if key.isascii():
+        return key
+    try:
+        return idna.encode(key, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError):
+        return key  # no URL host can take this form, so it simply never matches
 
 
 class EgressGate:

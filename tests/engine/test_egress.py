@@ -487,6 +487,7 @@ def test_resolve_map_matches_the_exact_host_name_only() -> None:
     assert asyncio.run(gate.addresses("v6.test")) == [ip("::1")]
     assert asyncio.run(gate.addresses("xn--bcher-kva.test")) == [ip("::1")]
     assert dns.calls == []
+    assert EgressGate({"\u200d.test": "127.0.0.1"}).resolve_map  # a bad IDN key never matches
     for near_miss in ("www.news.test", "news.test.evil.example", "news-test"):
         assert refusal(gate.addresses, near_miss) == "dns_failure"  # looked up, not pinned
     assert dns.calls == ["www.news.test", "news.test.evil.example", "news-test"]

@@ -38,7 +38,7 @@ from .coordination import (
     UrlState,
     Wait,
 )
-from .egress import EgressGate
+from .egress import DnsCachePolicy, EgressGate
 from .errors import CoordinationError, StaleAttempt, StoreUnavailable
 from .fetcher import Response, fetch, make_session
 from .parsing import ExtractorPool
@@ -137,7 +137,9 @@ class FetchBatch:
     ) -> None:
         self.cfg, self.store, self.bodies, self.pool = cfg, store, bodies, pool
         self.cycle, self.shard, self.clock = cycle, shard, clock
-        self.gate = EgressGate(cfg.resolve, cfg.resolve_only)
+        dns = DnsCachePolicy(cfg.dns.ttl_s, cfg.dns.max_ttl_s, cfg.dns.negative_ttl_s,
+                             cfg.dns.cache_entries)  # fmt: skip
+        self.gate = EgressGate(cfg.resolve, cfg.resolve_only, dns=dns)
         self.guard = ScopeGuard(cfg)
         self.stats = BatchStats(cycle, shard, clock())
         self.outage = StoreOutage(store.url, cfg.limits.store_outage_s, self.stats, clock)

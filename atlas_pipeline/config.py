@@ -103,6 +103,19 @@ class Limits(_Section):
     """How long a batch waits out an unreachable coordination store before it fails."""
 
 
+class Dns(_Section):
+    """The egress gate's DNS cache: only validated answers are kept."""
+
+    ttl_s: float = Field(d.DNS_TTL_S, ge=0)
+    """Seconds an answer is trusted when the lookup reports no TTL (the system resolver)."""
+    max_ttl_s: float = Field(d.DNS_MAX_TTL_S, ge=0)
+    """Longer TTLs are cut to this, so a moved host is seen again in time."""
+    negative_ttl_s: float = Field(d.DNS_NEGATIVE_TTL_S, ge=0)
+    """Seconds a refusal (lookup failure or a non-public answer) is remembered."""
+    cache_entries: int = Field(d.DNS_CACHE_ENTRIES, ge=1)
+    """Names kept; the oldest goes first."""
+
+
 class Robots(_Section):
     """robots.txt caching and failure handling (RFC 9309)."""
 
@@ -145,6 +158,8 @@ class CrawlConfig(_Section):
     """Per-fetch bounds."""
     robots: Robots = Field(default_factory=Robots)
     """robots.txt handling."""
+    dns: Dns = Field(default_factory=Dns)
+    """DNS cache of the egress gate."""
     resolve: dict[str, str] = Field(default_factory=dict)
     """Host -> IP map (like curl --resolve); the only way a crawl may reach a non-public address."""
     resolve_only: bool = False

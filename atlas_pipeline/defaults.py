@@ -66,3 +66,9 @@ TRACKING_PARAMS = (
     "_ga",
 )
 TRACKING_PREFIXES = ("utm_",)  # any query key starting with these is dropped
+
+# DNS cache of the egress gate
+DNS_TTL_S = 60.0  # seconds an answer is trusted when the lookup reports no TTL (getaddrinfo)
+DNS_MAX_TTL_S = 3600.0  # longer TTLs are cut to this, so a moved host is seen within an hour
+DNS_NEGATIVE_TTL_S = 5.0  # seconds a refusal (failure or non-public answer) is remembered
+DNS_CACHE_ENTRIES = 65_536  # names cached; the oldest entry goes first

@@ -26,16 +26,13 @@ import idna
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
+from .defaults import DNS_CACHE_ENTRIES, DNS_MAX_TTL_S, DNS_NEGATIVE_TTL_S, DNS_TTL_S
 from .errors import EgressRefused
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Host = str | IPAddress  # a domain (ASCII, lower case, no trailing dot) or an IP literal
 
-DNS_TTL_S = 60.0  # seconds an answer is trusted when the lookup reports no TTL (getaddrinfo)
-DNS_MAX_TTL_S = 3600.0  # longer TTLs are cut to this, so a moved host is seen within an hour
-DNS_NEGATIVE_TTL_S = 5.0  # seconds a refusal (failure or non-public answer) is remembered
-DNS_CACHE_ENTRIES = 65_536  # names cached; the oldest entry goes first
 HOST_PARSE_CACHE = 4096  # parsed host spellings kept (a crawl sees the same hosts again and again)
 
 

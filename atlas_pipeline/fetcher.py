@@ -115,7 +115,7 @@ async def fetch(
     except TimeoutError:
         resp.error, resp.detail = Reason.TIMEOUT.value, "total timeout"
     except aiohttp.ClientConnectorError as exc:
-        refused = isinstance(exc.os_error, OSError) and "egress refused" in str(exc.os_error)
+        refused = isinstance(getattr(exc.os_error, "__cause__", None), EgressRefused)
         resp.error = Reason.EGRESS_REFUSED.value if refused else Reason.NETWORK_ERROR.value
         resp.detail = str(exc.os_error if refused else exc)
     except (aiohttp.ClientError, OSError, asyncio.IncompleteReadError) as exc:

@@ -1,4 +1,4 @@
-"""The `atlas` command: `atlas web`, `atlas crawl`, `atlas demo`, `atlas config`."""
+"""The `atlas` command: `atlas web`, `atlas canary`, `atlas crawl`, `atlas demo`, `atlas config`."""
 
 from __future__ import annotations
 
@@ -31,12 +31,23 @@ def _free_port(preferred: int) -> int:
 
 
 def cmd_web(args: argparse.Namespace) -> int:
-    from atlas_pipeline.sandbox import SandboxWeb, serve_forever
+    from atlas_pipeline.sandbox import DEFAULT_CANARY_PORT, SandboxWeb, serve_forever
 
+    if args.canary_port is not None and not args.hostile:
+        raise AtlasError("--canary-port only means something with --hostile")
+    canary_port = DEFAULT_CANARY_PORT if args.canary_port is None else args.canary_port
     web = SandboxWeb(seed=args.seed, generated_origins=args.origins, pages_per_origin=args.pages,
                      page_kb=(args.page_kb[0], args.page_kb[1]))  # fmt: skip
     serve_forever(web, port=args.port, log_path=Path(args.log) if args.log else None,
-                  lab=args.lab)  # fmt: skip
+                  lab=args.lab, hostile=args.hostile, canary_port=canary_port)  # fmt: skip
+    return 0
+
+
+def cmd_canary(args: argparse.Namespace) -> int:
+    from atlas_pipeline.sandbox import DEFAULT_CANARY_PORT, serve_canary_forever
+
+    port = DEFAULT_CANARY_PORT if args.port is None else args.port
+    serve_canary_forever(port=port, log_path=Path(args.log) if args.log else None)
     return 0
 
 
@@ -225,7 +236,21 @@ def parser() -> argparse.ArgumentParser:
     web.add_argument("--lab", action="store_true",
                      help="politeness lab: site-001..006 misbehave (robots 503/404/301, 429, "
                           "slow, Crawl-delay); needs --origins 6 or more")  # fmt: skip
+    web.add_argument("--hostile", action="store_true",
+                     help="also serve the hostile origins (bombs., redirects., links.example.test):"
+                          " gzip bomb, huge, drip, binary, SSRF redirects and links")  # fmt: skip
+    web.add_argument("--canary-port", type=int,
+                     help="port of the canary the hostile pages point at (with --hostile; "
+                          "default: the default port of `atlas canary`)")  # fmt: skip
     web.set_defaults(func=cmd_web)
+    canary = sub.add_parser("canary", help="record every hit on a loopback port (SSRF canary)")
+    canary.add_argument(
+        "--port",
+        type=int,
+        help="port (0: any free port; default: the port `atlas web --hostile` points at)",
+    )
+    canary.add_argument("--log", help="JSON-lines hit log file")
+    canary.set_defaults(func=cmd_canary)
     crawl = sub.add_parser("crawl", help="add cycle partitions and materialize them")
     crawl.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
     crawl.add_argument("--cycles", type=int, default=1)

@@ -6,7 +6,8 @@ code never imports it.
 
 from __future__ import annotations
 
-from .server import SandboxServer, serve_forever
+from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
+from .server import CanaryServer, SandboxServer, serve_canary_forever, serve_forever
 from .site import (
     DEFAULT_USER_AGENT_TOKEN,
     EXTERNAL_HOST,
@@ -18,16 +19,21 @@ from .site import (
 from .web import LOGGED_HEADERS, RequestLog, SandboxResolver, make_app
 
 __all__ = [
+    "DEFAULT_CANARY_PORT",
     "DEFAULT_USER_AGENT_TOKEN",
     "EXTERNAL_HOST",
     "FIXED_HOSTS",
+    "HOSTILE_HOSTS",
     "LOGGED_HEADERS",
     "REDIRECT_PATH",
+    "CanaryServer",
+    "Hostile",
     "RequestLog",
     "SandboxResolver",
     "SandboxServer",
     "SandboxWeb",
     "make_app",
     "normalize_url",
+    "serve_canary_forever",
     "serve_forever",
 ]

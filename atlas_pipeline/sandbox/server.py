@@ -1,4 +1,5 @@
-"""Running the sandbox web: in a background thread (tests) or in the foreground (CLI)."""
+"""Running the sandbox web and the canary: in a background thread (tests) or in the
+foreground (CLI)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import ipaddress
 import signal
 import socket
 import threading
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from aiohttp import web as aio_web
 
+from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
 from .lab import Lab
 from .site import SandboxWeb
 from .web import RequestLog, make_app
@@ -51,11 +56,21 @@ def _base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    """Set ``stop`` on Ctrl-C or SIGTERM."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Signal handlers only work in the main thread; elsewhere Ctrl-C still raises.
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+
+
 class SandboxServer:
     """The sandbox web served from a background thread with its own event loop.
 
     Binding happens in ``start()`` (or ``__enter__``); ``web.port`` is then set to the
-    real port, so the absolute links pages contain point at this server.
+    real port, so the absolute links pages contain point at this server. ``hostile`` also
+    serves the hostile origins (hostile.py), pointing at the canary on ``canary_port``.
     """
 
     def __init__(
@@ -64,11 +79,14 @@ class SandboxServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log_path: Path | None = None,
+        hostile: bool = False,
+        canary_port: int = DEFAULT_CANARY_PORT,
     ) -> None:
         self.web = web
         self.host = _loopback(host)
         self.port = port
         self.log = RequestLog(log_path)
+        self.hostile = Hostile(canary_port) if hostile else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -108,7 +126,9 @@ class SandboxServer:
     ) -> None:
         asyncio.set_event_loop(loop)
         runner = aio_web.AppRunner(
-            make_app(self.web, self.log), access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT
+            make_app(self.web, self.log, hostile=self.hostile),
+            access_log=None,
+            shutdown_timeout=_SHUTDOWN_TIMEOUT,
         )
         try:
             loop.run_until_complete(runner.setup())
@@ -154,9 +174,12 @@ def serve_forever(
     port: int = 8080,
     log_path: Path | None = None,
     lab: bool = False,
+    hostile: bool = False,
+    canary_port: int = DEFAULT_CANARY_PORT,
 ) -> None:
     """Serve ``web`` in the foreground until Ctrl-C or SIGTERM (for ``atlas web``); ``lab``
-    turns on the politeness lab's misbehaving origins (lab.py)."""
+    turns on the politeness lab's misbehaving origins (lab.py), ``hostile`` the hostile
+    origins (hostile.py) with their links and redirects aimed at the canary on ``canary_port``."""
     address = _loopback(host)
     sock = _bind(address, port)
     web.port = sock.getsockname()[1]
@@ -164,28 +187,220 @@ def serve_forever(
 
     async def main() -> None:
         runner = aio_web.AppRunner(
-            make_app(web, log, Lab() if lab else None),
+            make_app(web, log, Lab() if lab else None, Hostile(canary_port) if hostile else None),
             access_log=None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
         )
         await runner.setup()
         await aio_web.SockSite(runner, sock).start()
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            # Signal handlers only work in the main thread; elsewhere Ctrl-C still raises.
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, stop.set)
+        _stop_on_signals(stop)
+        hostile_note = (
+            f"; hostile origins {', '.join(HOSTILE_HOSTS)} aimed at canary port {canary_port}"
+            if hostile
+            else ""
+        )
         print(
             f"Atlas sandbox web: {len(web.hosts)} origins on {_base_url(address, web.port)}"
             f" (routed by Host, e.g. {web.seed_urls()[0]}); "
-            f"request log: {log_path if log_path is not None else 'in memory only'}",
+            f"request log: {log_path if log_path is not None else 'in memory only'}"
+            f"{hostile_note}",
             flush=True,
         )
         try:
             await stop.wait()
         finally:
             await runner.cleanup()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        log.close()
+
+
+# ---------------------------------------------------------------------------- the canary
+
+_CANARY_HEAD_LIMIT = 64 * 1024  # request-head bytes read before recording what came
+_CANARY_READ_TIMEOUT_S = 5.0  # a silent connection is recorded after this long
+_CANARY_BODY = b"canary: this hit was recorded.\n"
+_CANARY_ANSWER = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_CANARY_BODY), _CANARY_BODY)
+)
+
+
+def _canary_hit(head: bytes, peer: Any, local: Any) -> dict[str, Any]:
+    """A hit record from whatever the client sent (anything at all, TLS included)."""
+    line = head.split(b"\r\n", 1)[0].decode("latin-1")
+    parts = line.split(" ")
+    is_http = len(parts) == 3 and parts[2].startswith("HTTP/")
+    host = None
+    for field in head.split(b"\r\n")[1:]:
+        name, _, value = field.decode("latin-1").partition(":")
+        if name.strip().lower() == "host":
+            host = value.strip()
+            break
+    return {
+        "time": time.time(),
+        "method": parts[0] if is_http else None,
+        "path": parts[1] if is_http else None,
+        "host": host,
+        "peer": peer[0] if peer else None,
+        "local": _base_url(local[0], local[1]) if local else None,
+        "request_line": line[:200],
+    }
+
+
+def _canary_handler(
+    log: RequestLog,
+) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    """The connection callback: read the request head, record the hit, answer 200."""
+
+    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = bytearray()
+        try:
+            async with asyncio.timeout(_CANARY_READ_TIMEOUT_S):
+                while b"\r\n\r\n" not in head and len(head) < _CANARY_HEAD_LIMIT:
+                    data = await reader.read(4096)
+                    if not data:
+                        break
+                    head += data
+        except (TimeoutError, ConnectionError):
+            pass  # record what came: a connection is a hit even if it said nothing
+        # Recorded before answering, so a client holding the 200 finds its hit in the log.
+        peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
+        log.append(_canary_hit(bytes(head), peer, local))
+        try:
+            writer.write(_CANARY_ANSWER)
+            await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+        except ConnectionError:
+            pass
+
+    return on_connection
+
+
+def _canary_sockets(host: str, port: int) -> list[socket.socket]:
+    """Bind ``host`` (port 0: any free port), then ::1 on the same port when ``host`` is
+    127.0.0.1, so IPv6 spellings of loopback reach the canary too."""
+    first = _bind(_loopback(host), port)
+    socks = [first]
+    if host in ("127.0.0.1", "localhost"):
+        # No IPv6 loopback here, or the port is taken on it: IPv4 only.
+        with contextlib.suppress(OSError):
+            socks.append(_bind("::1", first.getsockname()[1]))
+    return socks
+
+
+async def _start_canary(socks: list[socket.socket], log: RequestLog) -> list[asyncio.Server]:
+    handler = _canary_handler(log)
+    return [await asyncio.start_server(handler, sock=sock) for sock in socks]
+
+
+class CanaryServer:
+    """The canary in a background thread: every connection to its port is recorded as a hit
+    (time, method, path, Host, peer) in ``log`` and answered 200. A crawl must never reach it.
+    """
+
+    def __init__(
+        self, port: int = 0, log_path: Path | None = None, host: str = "127.0.0.1"
+    ) -> None:
+        self.host = _loopback(host)
+        self.port = port
+        self.log = RequestLog(log_path)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def url(self, path: str = "/") -> str:
+        """``http://127.0.0.1:PORT/path``."""
+        return _base_url(self.host, self.port) + path
+
+    def hits(self) -> list[dict[str, Any]]:
+        """Every hit recorded so far."""
+        return self.log.entries(settle_s=0)
+
+    def start(self) -> CanaryServer:
+        """Bind and serve in a daemon thread; returns once the canary accepts connections."""
+        if self._thread is not None:
+            raise RuntimeError("canary already started")
+        socks = _canary_sockets(self.host, self.port)
+        self.port = socks[0].getsockname()[1]
+        loop, ready = asyncio.new_event_loop(), threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            servers: list[asyncio.Server] = []
+            try:
+                servers = loop.run_until_complete(_start_canary(socks, self.log))
+            except BaseException as exc:  # reported to start() in the caller's thread
+                failure.append(exc)
+                for sock in socks:
+                    sock.close()
+            ready.set()
+            try:
+                if not failure:
+                    loop.run_forever()
+            finally:
+                for server in servers:
+                    server.close()
+                loop.run_until_complete(asyncio.gather(*(s.wait_closed() for s in servers)))
+                loop.close()
+
+        thread = threading.Thread(target=run, name="atlas-canary", daemon=True)
+        thread.start()
+        if not ready.wait(_START_TIMEOUT) or failure:
+            thread.join(1)
+            raise RuntimeError("canary did not start") from (failure[0] if failure else None)
+        self._loop, self._thread = loop, thread
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the log. Idempotent."""
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(_SHUTDOWN_TIMEOUT + 5)
+        self.log.close()
+
+    def __enter__(self) -> CanaryServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def serve_canary_forever(
+    port: int = DEFAULT_CANARY_PORT, log_path: Path | None = None, host: str = "127.0.0.1"
+) -> None:
+    """Run the canary in the foreground until Ctrl-C or SIGTERM (for ``atlas canary``)."""
+    socks = _canary_sockets(host, port)
+    log = RequestLog(log_path)
+
+    async def main() -> None:
+        servers = await _start_canary(socks, log)
+        stop = asyncio.Event()
+        _stop_on_signals(stop)
+        where = " and ".join(_base_url(*s.getsockname()[:2]) for s in socks)
+        print(
+            f"Atlas canary: recording every hit on {where}; "
+            f"log: {log_path if log_path is not None else 'in memory only'}",
+            flush=True,
+        )
+        try:
+            await stop.wait()
+        finally:
+            for server in servers:
+                server.close()
 
     try:
         asyncio.run(main())

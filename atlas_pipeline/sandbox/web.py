@@ -8,7 +8,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from aiohttp import web as aio_web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from .hostile import Answer, Hostile, Stream
 from .lab import Lab
 from .site import SandboxWeb
 
@@ -103,17 +104,22 @@ class SandboxResolver(AbstractResolver):
 
     Use ``aiohttp.TCPConnector(resolver=SandboxResolver(web))`` to fetch real sandbox URLs
     such as ``http://news-a.example.test:PORT/``; any other name (for example the
-    external host some pages link to) fails like an unknown DNS name.
+    external host some pages link to) fails like an unknown DNS name. ``extra_hosts``
+    (for example ``HOSTILE_HOSTS``) go to loopback as well.
     """
 
-    def __init__(self, web: SandboxWeb, address: str = "127.0.0.1") -> None:
+    def __init__(
+        self, web: SandboxWeb, address: str = "127.0.0.1", extra_hosts: Iterable[str] = ()
+    ) -> None:
         self._web = web
         self._address = address
+        self._extra = frozenset(h.lower().rstrip(".") for h in extra_hosts)
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        if not self._web.is_sandbox_host(host):
+        known = self._web.is_sandbox_host(host) or host.lower().rstrip(".") in self._extra
+        if not known:
             raise OSError(f"sandbox resolver: {host!r} is not a sandbox host")
         return [
             ResolveResult(
@@ -212,31 +218,59 @@ def _cacheable(
     return 200, {**headers, "Content-Type": content_type}, body
 
 
-def make_app(web: SandboxWeb, log: RequestLog, lab: Lab | None = None) -> aio_web.Application:
+def make_app(
+    web: SandboxWeb,
+    log: RequestLog,
+    lab: Lab | None = None,
+    hostile: Hostile | None = None,
+) -> aio_web.Application:
     """An aiohttp app serving every origin of ``web``, routed by the Host header; with a
-    ``lab``, its misbehaving origins answer first (see lab.py)."""
+    ``lab``, its misbehaving origins answer first (see lab.py); with ``hostile``, the hostile
+    origins are served too (see hostile.py)."""
+
+    async def answer(request: aio_web.Request) -> Answer | Stream:
+        host, path = _host_name(request.headers.get("Host", "")), request.path
+        if hostile is not None and hostile.serves(host) and request.method in ("GET", "HEAD"):
+            return await hostile.answer(host, request.raw_path, web.port)
+        special = None
+        if lab is not None and web.is_sandbox_host(host):
+            await lab.delay(host, path)
+            special = lab.answer(host, path, web.robots_txt(host))
+        return special or _respond(web, request)
 
     async def handle(request: aio_web.Request) -> aio_web.StreamResponse:
         start = time.time()
         log.begin()
+        status, sent = 500, 0
         try:
-            host, path = _host_name(request.headers.get("Host", "")), request.path
-            special = None
-            if lab is not None and web.is_sandbox_host(host):
-                await lab.delay(host, path)
-                special = lab.answer(host, path, web.robots_txt(host))
-            status, headers, body = special or _respond(web, request)
-        except Exception:
-            _logger.exception("sandbox handler failed for %s", request.raw_path)
-            status, headers, body = 500, {"Content-Type": _TEXT}, b"internal error\n"
-        response = aio_web.Response(status=status, headers=headers, body=body or None)
-        try:
-            # Send it here rather than returning it, so ``end`` covers writing the body.
-            await response.prepare(request)
-            await response.write_eof()
+            try:
+                result = await answer(request)
+            except Exception:
+                _logger.exception("sandbox handler failed for %s", request.raw_path)
+                result = 500, {"Content-Type": _TEXT}, b"internal error\n"
+            if isinstance(result, Stream):
+                status = result.status
+                response = aio_web.StreamResponse(status=status, headers=result.headers)
+                try:
+                    await response.prepare(request)
+                    if request.method != "HEAD":
+                        async for chunk in result.chunks:
+                            await response.write(chunk)
+                            sent += len(chunk)
+                    await response.write_eof()
+                except ConnectionError:
+                    pass  # the client went away mid-body (how a drip ends); logged below
+                finally:
+                    await result.chunks.aclose()
+            else:
+                status, headers, body = result
+                sent = 0 if request.method == "HEAD" or status == 304 else len(body)
+                response = aio_web.Response(status=status, headers=headers, body=body or None)
+                # Send it here rather than returning it, so ``end`` covers writing the body.
+                await response.prepare(request)
+                await response.write_eof()
         finally:
             raw_host = request.headers.get("Host", "")
-            sent = 0 if request.method == "HEAD" or status == 304 else len(body)
             log.append(
                 {
                     "origin": f"{request.scheme}://{raw_host}",

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,12 +71,19 @@ class SandboxProcess:
 
 @contextmanager
 def running_sandbox(
-    log: Path, origins: int, pages: int, lab: bool = False
+    log: Path,
+    origins: int,
+    pages: int,
+    lab: bool = False,
+    hostile: bool = False,
+    canary_port: int | None = None,
 ) -> Iterator[SandboxProcess]:
-    """`atlas web` in its own process (seed 7, loopback, a port of its own), request log at `log`."""
+    """`atlas web` in its own process (seed 7, loopback, a port of its own), request log at `log`;
+    `hostile` adds the hostile origins, aimed at the canary on `canary_port` (see running_canary)."""
     cmd = [sys.executable, "-m", "assets.cli", "web", "--port", "0", "--seed", "7",
            "--origins", str(origins), "--pages", str(pages), "--log", str(log),
-           *(["--lab"] if lab else [])]  # fmt: skip
+           *(["--lab"] if lab else []), *(["--hostile"] if hostile else []),
+           *(["--canary-port", str(canary_port)] if canary_port is not None else [])]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
     try:
@@ -87,6 +94,25 @@ def running_sandbox(
         port = int(found.group(1))
         web = SandboxWeb(seed=7, generated_origins=origins, pages_per_origin=pages, port=port)
         yield SandboxProcess(web, port, FileRequestLog(log))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextmanager
+def running_canary(log: Path) -> Iterator[tuple[int, Callable[[], list[dict[str, Any]]]]]:
+    """`atlas canary` in its own process on a free loopback port, hits logged at `log`; yields
+    the port and a function returning every hit so far."""
+    cmd = [sys.executable, "-m", "assets.cli", "canary", "--port", "0", "--log", str(log)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        found = re.search(r"127\.0\.0\.1:(\d+)", banner)
+        assert found, f"the canary did not start: {banner!r}"
+        hits = FileRequestLog(log)  # the same JSON-lines format as the sandbox's log
+        yield int(found.group(1)), hits.entries
     finally:
         proc.terminate()
         proc.wait(10)

@@ -40,8 +40,8 @@ from .coordination import (
 )
 from .egress import DnsCachePolicy, EgressGate
 from .errors import CoordinationError, StaleAttempt, StoreUnavailable
-from .fetcher import Response, fetch, make_session
-from .parsing import ExtractorPool
+from .fetcher import HTML_TYPES, Response, fetch, make_session
+from .parsing import ExtractorPool, ParserFailure
 from .politeness import backoff_s, origin_gap, parse_retry_after
 from .reasons import Reason
 from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
@@ -51,8 +51,11 @@ from .urls import BadUrl, normalize, origin_of
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-HTML_TYPES = ("text/html", "application/xhtml+xml")
 REDIRECTS = (301, 302, 303, 307, 308)
+_BOUNDS = frozenset(
+    {Reason.TOO_LARGE.value, Reason.HEADERS_TOO_LARGE.value, Reason.BODY_TIMEOUT.value,
+     Reason.BINARY_CONTENT.value}
+)  # fmt: skip
 ROBOTS_MAX_HOPS = 5
 SWEEP_EVERY_S = 1.0
 MAX_SLEEP_S = 0.5  # look at the store again at least this often (other runs change it)
@@ -333,6 +336,7 @@ class FetchBatch:
             resp = await fetch(
                 self.session, self.gate, lease.url, self._request_headers(lease),
                 self.cfg.limits.max_body_bytes, trace_ctx=lease,
+                max_header_bytes=self.cfg.limits.max_header_bytes, sniff=True,
             )  # fmt: skip
         finally:
             self._net_active -= 1
@@ -381,6 +385,8 @@ class FetchBatch:
             "robots_version": lease.robots_version,
             "error": resp.detail,
             "body_key": None,
+            "original_url": lease.redirect_chain[0] if lease.redirect_chain else lease.url,
+            "redirect_chain": list(lease.redirect_chain),
             **extra,
         }
 
@@ -401,7 +407,7 @@ class FetchBatch:
             return Outcome(
                 UrlState.BLOCKED, resp.error, revisit, record=self._record(lease, resp, resp.error)
             )
-        if resp.error == Reason.TOO_LARGE.value:
+        if resp.error in _BOUNDS:  # over a bound: kept away from the parser, with the reason
             return Outcome(UrlState.QUARANTINED, resp.error, revisit, status=status,
                            record=self._record(lease, resp, resp.error))  # fmt: skip
         if resp.error is not None or status is None:
@@ -438,17 +444,26 @@ class FetchBatch:
 
     def _redirect(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
         # A redirect target is a fresh candidate: it gets scope, dedupe, its own origin's
-        # robots and bucket and the egress gate, exactly like a link (seed 000 ch. 11).
+        # robots and bucket and the egress gate, exactly like a link (seed 000 ch. 11), and
+        # carries the chain so far, which ends at max_redirects hops or on a repeated URL.
         location = resp.headers.get("location", "")
         judged = self.guard.judge(location, lease.url, lease.depth, lease.url, False,
                                   self._policies.get(lease.origin))  # fmt: skip
+        chain = (*lease.redirect_chain, lease.url)
+        candidate, reason = judged.candidate, judged.reason
+        if judged.url is not None and judged.url in chain:
+            candidate, reason = None, Reason.REDIRECT_LOOP.value
+        elif len(chain) > self.cfg.limits.max_redirects:
+            candidate, reason = None, Reason.REDIRECT_LIMIT.value
+        elif candidate is not None:
+            candidate = replace(candidate, via=chain)
         row = {"href": location, "url": judged.url,
-               "target_origin": judged.candidate.origin if judged.candidate else None,
-               "anchor": "", "nofollow": False, "depth": lease.depth, "reason": judged.reason,
+               "target_origin": candidate.origin if candidate else None,
+               "anchor": "", "nofollow": False, "depth": lease.depth, "reason": reason,
                "kind": "redirect"}  # fmt: skip
         record = self._record(lease, resp, Reason.REDIRECT.value, final_url=judged.url)
         return Outcome(UrlState.FETCHED, Reason.REDIRECT.value, revisit, status=resp.status,
-                       record=record, links=[(row, judged.candidate)])  # fmt: skip
+                       record=record, links=[(row, candidate)])  # fmt: skip
 
     async def _extract(self, key: str, lease: Lease, resp: Response) -> dict[str, Any]:
         """Links for this URL always; text only if these bytes were never extracted before."""
@@ -485,11 +500,10 @@ class FetchBatch:
         key = self.bodies.put(resp.body)
         try:
             parsed = await self._extract(key, lease, resp)
-        except Exception as exc:  # a crashed or failing parser quarantines this page only
-            record = self._record(lease, resp, Reason.PARSE_FAILED.value, body_key=key,
-                                  error=f"{type(exc).__name__}: {exc}")  # fmt: skip
-            return Outcome(UrlState.QUARANTINED, Reason.PARSE_FAILED.value, revisit,
-                           status=resp.status, record=record)  # fmt: skip
+        except ParserFailure as exc:  # crashed, looped or ballooned: this page only
+            record = self._record(lease, resp, exc.reason, body_key=key, error=exc.detail)
+            return Outcome(UrlState.QUARANTINED, exc.reason, revisit, status=resp.status,
+                           record=record)  # fmt: skip
         base = lease.url
         if parsed["base_href"]:
             try:

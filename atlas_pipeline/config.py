@@ -91,6 +91,16 @@ class Limits(_Section):
     """Whole-request time cap, connect to last byte."""
     connect_timeout_s: float = Field(d.CONNECT_TIMEOUT_S, gt=0)
     """TCP/TLS connect time cap."""
+    read_timeout_s: float = Field(d.READ_TIMEOUT_S, gt=0)
+    """Longest silence between two reads of one response (a drip still dies on the total)."""
+    max_header_bytes: int = Field(d.MAX_HEADER_BYTES, ge=1024, le=1024 * 1024)
+    """Most bytes of response headers, all lines together; more is quarantined."""
+    max_redirects: int = Field(d.MAX_REDIRECTS, ge=0, le=20)
+    """Redirect hops followed from the first URL of a chain; the next one ends it."""
+    parser_cpu_s: float = Field(d.PARSER_CPU_S, gt=0)
+    """CPU seconds one document may cost its parser process before it is quarantined."""
+    parser_memory_mb: int = Field(d.PARSER_MEMORY_MB, ge=0)
+    """MiB a parser process may map beyond its warm size (0: no cap); over it, quarantined."""
     lease_margin_s: float = Field(d.LEASE_MARGIN_S, ge=1)
     """A lease lasts total_timeout_s plus this, so no request outlives its lease."""
     batch_max_idle_s: float = Field(d.BATCH_MAX_IDLE_S, ge=0)

@@ -93,7 +93,10 @@ def fetch_shard(
     if pool is None:
         # The pool lives exactly as long as the batch: a pool left running inside a worker
         # process (a run launcher's, a ProcessPoolExecutor's) keeps that process from exiting.
-        with ExtractorPool(engine.cfg.extraction_workers) as own:
+        limits = engine.cfg.limits
+        with ExtractorPool(
+            engine.cfg.extraction_workers, limits.parser_cpu_s, limits.parser_memory_mb
+        ) as own:
             stats = run_batch(engine.cfg, engine.store, engine.bodies, own, cycle, shard)
     else:
         stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard)

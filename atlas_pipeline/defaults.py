@@ -29,6 +29,11 @@ MAX_URL_LENGTH = 2048  # characters; longer URLs are rejected
 MAX_BODY_BYTES = 5 * 1024 * 1024  # 5 MiB of *decompressed* body
 TOTAL_TIMEOUT_S = 30.0  # whole request, connect to last byte
 CONNECT_TIMEOUT_S = 10.0  # TCP (and TLS) connect
+READ_TIMEOUT_S = 15.0  # longest silence between two reads of one response
+MAX_HEADER_BYTES = 64 * 1024  # all response header lines together
+MAX_REDIRECTS = 5  # hops followed from the first URL of a chain
+PARSER_CPU_S = 10.0  # CPU seconds one document may cost its parser process
+PARSER_MEMORY_MB = 1024  # address space a parser may map beyond its warm size (~850 MiB)
 LEASE_MARGIN_S = 30.0  # lease = total timeout + this, so no request outlives its lease
 BATCH_MAX_IDLE_S = 120.0  # a batch stops when its next eligible origin is further away than this
 

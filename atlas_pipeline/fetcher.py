@@ -10,12 +10,14 @@ from typing import Any
 
 import aiohttp
 
+from . import defaults as d
 from .config import CrawlConfig
 from .egress import EgressGate, PinnedResolver
 from .errors import EgressRefused
 from .reasons import Reason
 
 CHUNK = 64 * 1024
+HTML_TYPES = ("text/html", "application/xhtml+xml")
 # Response headers worth keeping (validators, redirects, throttling, type).
 KEPT_HEADERS = (
     "content-type",
@@ -43,6 +45,26 @@ class Response:
     detail: str | None = None
 
 
+# aiohttp's own parse bounds: one header line, and the number of lines (together ~1 MiB at
+# most, before our total `max_header_bytes` check on what it parsed).
+MAX_HEADER_LINE = 8190
+MAX_HEADER_LINES = 128
+SNIFF_BYTES = 512
+# Signatures of binary formats (WHATWG MIME sniffing), and the bytes no text document holds.
+_BINARY_MAGIC = (b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"%PDF-", b"PK\x03\x04", b"\x1f\x8b",
+                 b"\x7fELF", b"MZ", b"BZh", b"7z\xbc\xaf", b"Rar!", b"\x00\x00\x01\x00",
+                 b"RIFF", b"OggS", b"\x1aE\xdf\xa3", b"wOFF", b"\xca\xfe\xba\xbe")  # fmt: skip
+_BINARY_BYTES = frozenset([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
+
+
+def looks_binary(head: bytes) -> bool:
+    """True when the first bytes of a body are not text (a known binary signature, or a
+    control byte no text format uses), whatever the Content-Type says."""
+    if head.startswith((b"\xef\xbb\xbf", b"\xfe\xff", b"\xff\xfe")):  # text byte-order marks
+        return False
+    return head.startswith(_BINARY_MAGIC) or any(b in _BINARY_BYTES for b in head[:SNIFF_BYTES])
+
+
 def make_session(
     cfg: CrawlConfig, gate: EgressGate, on_sent: Callable[[Any], None] | None = None
 ) -> aiohttp.ClientSession:
@@ -62,14 +84,20 @@ def make_session(
         limit=cfg.politeness.global_concurrency,
         limit_per_host=cfg.politeness.max_in_flight,
     )
+    limits = cfg.limits
     return aiohttp.ClientSession(
         connector=connector,
         auto_decompress=True,
         trust_env=False,  # proxies from the environment would bypass the gate
         headers={"User-Agent": cfg.user_agent},
         trace_configs=[trace],
+        max_line_size=MAX_HEADER_LINE,
+        max_field_size=MAX_HEADER_LINE,
+        max_headers=MAX_HEADER_LINES,
         timeout=aiohttp.ClientTimeout(
-            total=cfg.limits.total_timeout_s, sock_connect=cfg.limits.connect_timeout_s
+            total=limits.total_timeout_s,
+            sock_connect=limits.connect_timeout_s,
+            sock_read=limits.read_timeout_s,
         ),
     )
 
@@ -82,8 +110,12 @@ async def fetch(
     max_bytes: int,
     truncate: bool = False,
     trace_ctx: Any = None,
+    max_header_bytes: int = d.MAX_HEADER_BYTES,
+    sniff: bool = False,
 ) -> Response:
-    """GET `url` once. Over `max_bytes` decompressed: error body_too_large (or cut if `truncate`)."""
+    """GET `url` once, within bounds: headers over `max_header_bytes`, a body over `max_bytes`
+    decompressed (unless `truncate`), a body that stalls after the headers came, or (with
+    `sniff`) binary bytes under a text/html label end it with `error` set to the reason."""
     started = time.time()
     resp = Response(url=url, status=None, started_at=started)
     try:
@@ -94,31 +126,65 @@ async def fetch(
             resp.status = r.status
             resp.headers = {k: r.headers[k] for k in KEPT_HEADERS if k in r.headers}
             resp.charset = r.charset
-            parts: list[bytes] = []
-            total = 0
-            async for chunk in r.content.iter_chunked(CHUNK):
-                total += len(chunk)
-                if total > max_bytes:
-                    if not truncate:
-                        resp.error, resp.detail = (
-                            Reason.TOO_LARGE.value,
-                            f"more than {max_bytes} bytes",
-                        )
-                        break
-                    parts.append(chunk[: len(chunk) - (total - max_bytes)])
-                    resp.truncated = True
-                    break
-                parts.append(chunk)
-            resp.body = b"".join(parts)
+            header_bytes = sum(len(k) + len(v) + 4 for k, v in r.raw_headers)
+            if header_bytes > max_header_bytes:
+                resp.error = Reason.HEADERS_TOO_LARGE.value
+                resp.detail = f"{header_bytes} bytes of headers, over {max_header_bytes}"
+            else:
+                await _read_body(r, resp, max_bytes, truncate, sniff)
     except EgressRefused as exc:
         resp.error, resp.detail = Reason.EGRESS_REFUSED.value, str(exc)
     except TimeoutError:
-        resp.error, resp.detail = Reason.TIMEOUT.value, "total timeout"
+        # no answer is worth retrying; an answer whose body never finished is a bound hit
+        slow_body = resp.status is not None
+        resp.error = Reason.BODY_TIMEOUT.value if slow_body else Reason.TIMEOUT.value
+        resp.detail = f"timed out{' reading the body' if slow_body else ''}"
     except aiohttp.ClientConnectorError as exc:
         refused = isinstance(getattr(exc.os_error, "__cause__", None), EgressRefused)
         resp.error = Reason.EGRESS_REFUSED.value if refused else Reason.NETWORK_ERROR.value
         resp.detail = str(exc.os_error if refused else exc)
+    except aiohttp.ClientResponseError as exc:
+        # aiohttp's header parser refusing a line or the count is a bound, not a glitch
+        too_big = "header" in str(exc.message).lower() and resp.status is None
+        resp.error = Reason.HEADERS_TOO_LARGE.value if too_big else Reason.NETWORK_ERROR.value
+        resp.detail = f"{type(exc).__name__}: {exc.message}"
     except (aiohttp.ClientError, OSError, asyncio.IncompleteReadError) as exc:
         resp.error, resp.detail = Reason.NETWORK_ERROR.value, f"{type(exc).__name__}: {exc}"
     resp.elapsed_s = time.time() - started
     return resp
+
+
+async def _read_body(
+    r: aiohttp.ClientResponse, resp: Response, max_bytes: int, truncate: bool, sniff: bool
+) -> None:
+    """Stream the decompressed body into `resp`, stopping at the first bound it breaks."""
+    ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
+    unsniffed = sniff and ctype in HTML_TYPES
+    parts: list[bytes] = []
+    total = 0
+    async for chunk in r.content.iter_chunked(CHUNK):
+        total += len(chunk)
+        if total > max_bytes:
+            if not truncate:
+                resp.error, resp.detail = Reason.TOO_LARGE.value, f"more than {max_bytes} bytes"
+                return
+            parts.append(chunk[: len(chunk) - (total - max_bytes)])
+            resp.truncated = True
+            break
+        parts.append(chunk)
+        if unsniffed and total >= SNIFF_BYTES:
+            unsniffed = False
+            if _binary_under(ctype, b"".join(parts)[:SNIFF_BYTES], resp):
+                return
+    body = b"".join(parts)
+    if unsniffed and _binary_under(ctype, body, resp):
+        return
+    resp.body = body
+
+
+def _binary_under(ctype: str, head: bytes, resp: Response) -> bool:
+    if not looks_binary(head):
+        return False
+    resp.error = Reason.BINARY_CONTENT.value
+    resp.detail = f"binary bytes under {ctype}: {head[:16]!r}"
+    return True

@@ -46,7 +46,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "last_modified": pl.String, "location": pl.String, "final_url": pl.String,
         "lease_id": pl.String, "fence": pl.Int64, "attempt": pl.Int32,
         "robots_version": pl.Int64, "error": pl.String, "body_key": pl.String,
-        "batch_fence": pl.Int64,
+        "original_url": pl.String, "redirect_chain": pl.List(pl.String), "batch_fence": pl.Int64,
     },
     "documents": {
         **KEYS, "fetch_id": pl.String, "url": pl.String, "origin": pl.String, "title": pl.String,

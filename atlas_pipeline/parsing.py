@@ -8,25 +8,43 @@ bytes under another URL resolve to other links).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import math
 import multiprocessing
 import os
+import queue
 import re
-from concurrent.futures import Future, ProcessPoolExecutor
+import resource
+import signal
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from . import defaults as d
+from .reasons import Reason
 
 # <meta charset> / http-equiv sniffing window, as browsers do (WHATWG prescan, first 1024 bytes).
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.I)
 _WS = re.compile(r"\s+")
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
 
 def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
-    """Bytes -> (text, charset used): BOM, then HTTP charset, then <meta>, then UTF-8."""
-    if body.startswith(b"\xef\xbb\xbf"):
-        return body[3:].decode("utf-8", errors="replace"), "utf-8"
+    """Bytes -> (text, charset used): a BOM; else UTF-8 when the bytes are valid UTF-8 with
+    non-ASCII in them (legacy text almost never is, so a label saying otherwise is wrong);
+    else the HTTP charset, the <meta> charset, and windows-1252 as browsers default to."""
+    for bom, codec in _BOMS:
+        if body.startswith(bom):
+            return body[len(bom) :].decode(codec, errors="replace"), codec
+    if not body.isascii():
+        try:
+            return body.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            pass
     candidates = [declared] if declared else []
     m = _META_CHARSET.search(body[:1024])
     if m:
@@ -36,7 +54,7 @@ def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
             return body.decode(cs, errors="replace"), cs.lower()
         except LookupError:
             continue
-    return body.decode("utf-8", errors="replace"), "utf-8"
+    return body.decode("cp1252", errors="replace"), "windows-1252"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,24 +138,173 @@ def _warm() -> None:
     import trafilatura  # noqa: F401
 
 
-class ExtractorPool:
-    """Worker processes for parse_page; spawned (not forked) because callers run threads."""
+class ParserFailure(Exception):
+    """One document could not be parsed within its limits; `reason` is the reason code."""
 
-    def __init__(self, workers: int = 0) -> None:
-        self.workers = workers or os.cpu_count() or 1
-        self._pool = ProcessPoolExecutor(
-            max_workers=self.workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_warm,
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def _worker(conn: Connection, cpu_s: float, memory_mb: int) -> None:
+    """Parse jobs until told to stop. Once warm, the address space is capped at its size plus
+    `memory_mb`; every job gets `cpu_s` seconds of CPU on top of what the worker used so far
+    (the kernel kills it with SIGXCPU past that). A worker that hit its memory cap answers
+    and exits, so the next document starts in a fresh one."""
+    _warm()
+    limit = _mapped_bytes() + memory_mb * 1024 * 1024 if memory_mb else 0
+    if limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        if job is None:
+            return
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        soft = math.ceil(used.ru_utime + used.ru_stime + cpu_s)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
+        try:
+            conn.send(("ok", parse_page(*job)))
+            continue
+        except Exception as exc:  # the document's problem, not the worker's
+            # C parsers report a failed allocation in their own words; the peak tells
+            out_of_memory = isinstance(exc, MemoryError) or (
+                limit and _peak_bytes() >= limit - 2**20
+            )
+            if not out_of_memory:
+                conn.send((Reason.PARSE_FAILED.value, f"{type(exc).__name__}: {exc}"))
+                continue
+        conn.send((Reason.PARSE_MEMORY.value, f"over {memory_mb} MiB beyond a warm parser"))
+        return
+
+
+def _peak_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmPeak:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _mapped_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * resource.getpagesize()
+
+
+class _Slot:
+    """One worker process and the pipe to it; replaced when it dies or overruns."""
+
+    def __init__(self, pool: ExtractorPool) -> None:
+        self.pool = pool
+        self.proc: BaseProcess | None = None
+        self.conn: Connection | None = None
+
+    def run(self, job: tuple[Any, ...]) -> dict[str, Any]:
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+        assert self.conn is not None and self.proc is not None
+        self.conn.send(job)
+        if not self.conn.poll(self.pool.wall_s):
+            self.stop()
+            raise ParserFailure(
+                Reason.PARSE_TIMEOUT.value, f"no answer in {self.pool.wall_s:.0f} s"
+            )
+        try:
+            kind, value = self.conn.recv()
+        except (EOFError, OSError):
+            self.proc.join(5)
+            code = self.proc.exitcode
+            self.stop()
+            if code == -signal.SIGXCPU:
+                raise ParserFailure(
+                    Reason.PARSE_TIMEOUT.value, f"over {self.pool.cpu_s:g} s of CPU"
+                ) from None
+            raise ParserFailure(Reason.PARSE_CRASHED.value, f"worker exit code {code}") from None
+        if kind != "ok":
+            if kind == Reason.PARSE_MEMORY.value:
+                self.stop()  # it exits after saying so
+            raise ParserFailure(kind, value)
+        return dict(value)
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self.proc = ctx.Process(
+            target=_worker, args=(child, self.pool.cpu_s, self.pool.memory_mb), daemon=False
         )
+        self.proc.start()
+        child.close()
+        self.conn = parent
+
+    def stop(self, graceful: bool = False) -> None:
+        if self.conn is not None:
+            if graceful:
+                with contextlib.suppress(OSError):
+                    self.conn.send(None)
+            self.conn.close()
+        if self.proc is not None:
+            self.proc.join(2 if graceful else 0)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join(5)
+        self.proc, self.conn = None, None
+
+
+class ExtractorPool:
+    """Worker processes for parse_page, each document under a CPU-time and a memory limit: a
+    parser that crashes, loops or balloons costs that document (ParserFailure), never the
+    batch. Spawned (not forked) because callers run threads."""
+
+    def __init__(
+        self, workers: int = 0, cpu_s: float = d.PARSER_CPU_S, memory_mb: int = d.PARSER_MEMORY_MB
+    ) -> None:
+        self.workers = workers or os.cpu_count() or 1
+        self.cpu_s = cpu_s
+        self.memory_mb = memory_mb
+        self.wall_s = 3 * cpu_s + 10  # a worker blocked off-CPU still ends
+        self._jobs: queue.SimpleQueue[tuple[tuple[Any, ...], Future[dict[str, Any]]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._slots = [_Slot(self) for _ in range(self.workers)]
+        self._threads = [
+            threading.Thread(target=self._serve, args=(slot,), name=f"extractor-{i}", daemon=True)
+            for i, slot in enumerate(self._slots)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _serve(self, slot: _Slot) -> None:
+        try:
+            while (item := self._jobs.get()) is not None:
+                job, fut = item
+                if not fut.set_running_or_notify_cancel():
+                    continue
+                try:
+                    fut.set_result(slot.run(job))
+                except BaseException as exc:  # handed to the waiting caller
+                    fut.set_exception(exc)
+        finally:
+            slot.stop(graceful=True)
 
     def submit(
         self, body: bytes, url: str, charset: str | None, want_text: bool
     ) -> Future[dict[str, Any]]:
-        return self._pool.submit(parse_page, body, url, charset, want_text)
+        fut: Future[dict[str, Any]] = Future()
+        self._jobs.put(((body, url, charset, want_text), fut))
+        return fut
+
+    def worker_pids(self) -> list[int]:
+        """Live worker processes (for operators and tests)."""
+        return [s.proc.pid for s in self._slots if s.proc is not None and s.proc.pid is not None]
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        for _ in self._threads:
+            self._jobs.put(None)
+        for t in self._threads:
+            t.join()
 
     def __enter__(self) -> ExtractorPool:
         return self

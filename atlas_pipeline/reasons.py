@@ -37,8 +37,16 @@ class Reason(StrEnum):
     TIMEOUT = "timeout"
     NETWORK_ERROR = "network_error"
     TOO_LARGE = "body_too_large"
+    HEADERS_TOO_LARGE = "headers_too_large"
+    BODY_TIMEOUT = "body_timeout"  # headers came, the body did not within the total timeout
     NOT_HTML = "content_type_not_allowed"
+    BINARY_CONTENT = "binary_content"  # labelled text/html, but its first bytes are binary
     PARSE_FAILED = "parse_failed"
+    PARSE_TIMEOUT = "parse_timeout"  # over the parser's CPU-time limit
+    PARSE_MEMORY = "parse_memory"  # over the parser's memory limit
+    PARSE_CRASHED = "parse_crashed"  # the parser process died
+    REDIRECT_LIMIT = "redirect_limit"  # more than limits.max_redirects hops
+    REDIRECT_LOOP = "redirect_loop"  # the chain came back to a URL it had visited
     MAX_ATTEMPTS = "max_attempts"
     # scheduling
     DEFERRED_BACKOFF = "deferred_origin_backoff"

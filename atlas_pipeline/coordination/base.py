@@ -69,6 +69,7 @@ class Candidate:
     state: UrlState = UrlState.ELIGIBLE  # BLOCKED when a robots policy already says no
     reason: str = "admitted"
     robots_version: int | None = None
+    via: tuple[str, ...] = ()  # the redirect chain that led here, first URL first
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ class Lease:
     last_modified: str | None = None
     claimed_at: float = 0.0
     gap_s: float = 0.0  # the gap the claim reserved, guard included
+    redirect_chain: tuple[str, ...] = ()  # URLs that redirected to this one, first URL first
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,4 +194,9 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # Redirects are followed one claim per hop: each target remembers the chain behind it.
+    (10, ["ALTER TABLE urls ADD COLUMN redirect_chain TEXT"])
+)
+
 LATEST = MIGRATIONS[-1][0]

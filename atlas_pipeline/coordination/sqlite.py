@@ -42,7 +42,7 @@ Conn = Any  # sqlite3.Connection, or postgres.py's adapter with the same execute
 Row = Any  # sqlite3.Row, or postgres.py's row with the same [name] / [index] access
 
 _POLL_S = 0.25  # how soon to look again when another worker holds the only free slot
-_BATCH = 200  # rows per multi-row statement (13 parameters a URL row)
+_BATCH = 200  # rows per multi-row statement (14 parameters a URL row)
 _INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
     (fetch_id, cycle, shard, url, fence, record, links, document, body_key)
     VALUES (?,?,?,?,?,?,?,?,?)"""
@@ -279,6 +279,7 @@ class SqliteStore:
             rows.append((
                 x.url, x.discovered_url, x.origin, x.shard, x.depth, x.priority,
                 state, reason, queued_cycle, x.robots_version, x.source, cycle, now,
+                json.dumps(x.via) if x.via else None,
             ))  # fmt: skip
         inserted = self._insert_urls(c, rows)
         for url, (i, reason, queued_cycle, origin) in planned.items():
@@ -308,12 +309,12 @@ class SqliteStore:
         inserted: set[str] = set()
         for i in range(0, len(rows), _BATCH):
             part = rows[i : i + _BATCH]
-            values = ",".join(["(?,?,?,?,?,?,?,?,?,?,?,?,?)"] * len(part))
+            values = ",".join(["(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"] * len(part))
             params = [v for row in part for v in row]
             cur = c.execute(
                 "INSERT OR IGNORE INTO urls (url, discovered_url, origin, shard, depth, priority, "
-                "state, reason, cycle, robots_version, source, discovered_cycle, discovered_at) "
-                f"VALUES {values} RETURNING url",
+                "state, reason, cycle, robots_version, source, discovered_cycle, discovered_at, "
+                f"redirect_chain) VALUES {values} RETURNING url",
                 params,
             )
             inserted.update(r[0] for r in cur.fetchall())
@@ -547,7 +548,7 @@ class SqliteStore:
         n: int,
     ) -> list[Lease]:
         rows = c.execute(
-            """SELECT seq, url, depth, fence, attempts, etag, last_modified FROM urls
+            """SELECT seq, url, depth, fence, attempts, etag, last_modified, redirect_chain FROM urls
                WHERE origin = ? AND cycle = ? AND state IN ('eligible', 'failed_retryable')
                  AND due_at <= ? ORDER BY priority DESC, seq LIMIT ?""",
             (origin["origin"], cycle, now, _SCAN + n - 1),
@@ -575,6 +576,7 @@ class SqliteStore:
                     last_modified=row["last_modified"],
                     claimed_at=now,
                     gap_s=gap,
+                    redirect_chain=tuple(json.loads(row["redirect_chain"] or "[]")),
                 )
             )
         if blocked:

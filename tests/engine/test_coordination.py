@@ -1307,3 +1307,15 @@ def test_origin_buckets_keep_origins_apart(tmp_path: Path) -> None:
     got = claim_batch(store, T0 + 10, 8)
     assert isinstance(got, list)
     assert len({x.origin for x in got if "shop" in x.origin}) == 2
+
+
+def test_a_redirect_target_carries_its_chain_to_its_claim(tmp_path: Path) -> None:
+    store = make_store(tmp_path, gap=0.0)
+    chain = ("https://news-a.example.test/old", "https://news-a.example.test/older")
+    target = "https://docs-b.example.test/new"
+    store.discover([Candidate(target, target, origin_of(target), SHARD, 1, 1.0, via=chain)], CYCLE)
+    task = claim(store, T0)
+    assert isinstance(task, RobotsTask)
+    put_robots(store, task, T0)
+    lease = claim(store, T0 + 1)
+    assert isinstance(lease, Lease) and lease.redirect_chain == chain

@@ -24,6 +24,9 @@ select
     cast(robots_version as bigint) as robots_version,
     cast(error as varchar) as error,
     cast(body_key as varchar) as body_key,
+    -- the first URL of the redirect chain that led here, and the chain itself (hops in order)
+    cast(original_url as varchar) as original_url,
+    cast(redirect_chain as varchar[]) as redirect_chain,
     -- the batch fence of the run that wrote the partition (the newest run of it)
     cast(batch_fence as bigint) as batch_fence
 from {{ source('lake', 'fetches') }}

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp.http_exceptions import LineTooLong
 
 from . import defaults as d
 from .config import CrawlConfig
@@ -145,13 +146,23 @@ async def fetch(
         resp.detail = str(exc.os_error if refused else exc)
     except aiohttp.ClientResponseError as exc:
         # aiohttp's header parser refusing a line or the count is a bound, not a glitch
-        too_big = "header" in str(exc.message).lower() and resp.status is None
+        too_big = resp.status is None and _header_overflow(exc)
         resp.error = Reason.HEADERS_TOO_LARGE.value if too_big else Reason.NETWORK_ERROR.value
         resp.detail = f"{type(exc).__name__}: {exc.message}"
     except (aiohttp.ClientError, OSError, asyncio.IncompleteReadError) as exc:
         resp.error, resp.detail = Reason.NETWORK_ERROR.value, f"{type(exc).__name__}: {exc}"
     resp.elapsed_s = time.time() - started
     return resp
+
+
+def _header_overflow(exc: BaseException) -> bool:
+    """aiohttp wraps its parser's error twice; look down the chain for a header bound."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, LineTooLong) or "too many headers" in str(seen).lower():
+            return True
+        seen = seen.__cause__
+    return False
 
 
 async def _read_body(

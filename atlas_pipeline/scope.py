@@ -7,6 +7,8 @@ from typing import Any
 
 from .config import CrawlConfig
 from .coordination import Candidate, UrlState
+from .egress import EgressGate
+from .errors import EgressRefused
 from .reasons import Reason
 from .robots import RobotsPolicy
 from .urls import BadUrl, normalize, origin_of, shard_of
@@ -30,6 +32,7 @@ class ScopeGuard:
     def __init__(self, cfg: CrawlConfig) -> None:
         self.cfg = cfg
         self.hosts = cfg.scope_hosts
+        self.gate = EgressGate(cfg.resolve, cfg.resolve_only)
 
     def judge(
         self,
@@ -53,6 +56,12 @@ class ScopeGuard:
         host = origin.split("://", 1)[1].rsplit(":", 1)[0]
         if host not in self.hosts:
             return Judgement(url, Reason.HOST_NOT_ALLOWED.value, None)
+        try:
+            # the gate's static half (no DNS): a non-public literal or, in resolve_only mode,
+            # an unmapped name never becomes work; names are judged again when resolved
+            self.gate.check_url(url)
+        except EgressRefused:
+            return Judgement(url, Reason.EGRESS_REFUSED.value, None)
         if depth > self.cfg.scope.max_depth:
             return Judgement(url, Reason.MAX_DEPTH.value, None)
         if nofollow and not self.cfg.scope.follow_nofollow:

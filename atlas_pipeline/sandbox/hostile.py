@@ -152,6 +152,7 @@ Answer = tuple[int, dict[str, str], bytes]
 _HTML = "text/html; charset=utf-8"
 _TEXT = "text/plain; charset=utf-8"
 _ROBOTS = b"User-agent: *\nAllow: /\n"
+_HOP_ONLY = frozenset({"/loop-b", *(f"/chain/{n}" for n in range(2, CHAIN_HOPS + 1))})
 _CHUNK = 64 * 1024  # bytes per write of a streamed body
 _DRIP_TEXT = (
     b"<!DOCTYPE html>\n<html><head><title>Drip</title></head><body><p>" + b"still loading " * 8
@@ -351,7 +352,9 @@ class Hostile:
     def _redirects(self, path: str, port: int) -> Answer:
         table = redirects(port, self.canary_port)
         if path == "/":
-            return 200, {"Content-Type": _HTML}, _index("Redirects", [(p, p) for p in table])
+            # only where chains start, as a site links them: later hops are reached by hopping
+            starts = [p for p in table if p not in _HOP_ONLY]
+            return 200, {"Content-Type": _HTML}, _index("Redirects", [(p, p) for p in starts])
         if path == f"/chain/{CHAIN_HOPS + 1}":
             return 200, {"Content-Type": _HTML}, _index("End of the chain", [("/", "Redirects")])
         if path in table:

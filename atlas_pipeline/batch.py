@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -46,7 +47,7 @@ from .politeness import backoff_s, origin_gap, parse_retry_after
 from .reasons import Reason
 from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
 from .scope import ScopeGuard
-from .urls import BadUrl, normalize, origin_of
+from .urls import BadUrl, normalize, origin_of, shard_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -602,20 +603,15 @@ class FetchBatch:
         return RobotsStatus.UNREACHABLE, ""
 
     async def _get_following(self, url: str, task: RobotsTask) -> Response:
-        """robots.txt: up to 5 redirects, each hop through the egress gate."""
+        """robots.txt: up to 5 redirects, each hop through the egress gate and paced like any
+        request to the origin it goes to."""
         seen = {url}
         ctx: RobotsTask | None = task
-        for _ in range(ROBOTS_MAX_HOPS + 1):
+        for hop in range(ROBOTS_MAX_HOPS + 1):
+            if hop and not await self._hop_slot(url, task):
+                break
             resp = await fetch(self.session, self.gate, url, {}, self.cfg.robots.max_bytes,
                                truncate=True, trace_ctx=ctx)  # fmt: skip
-            if origin_of(url) == task.origin and task.gap_s > 0:
-                # A hop is another request to the origin: it waits out the gap, and when it
-                # leaves the clock moves again (claimed_at in the past forces the push). The
-                # robots lease holds the origin's slot, so no other run requests it meanwhile.
-                await asyncio.sleep(task.gap_s)
-                ctx = replace(task, claimed_at=-1.0)
-            else:
-                ctx = None  # another origin's robots.txt: issue 6 gives hops their own slots
             if resp.status not in REDIRECTS or "location" not in resp.headers:
                 return resp
             try:
@@ -625,9 +621,32 @@ class FetchBatch:
             if url in seen:
                 break
             seen.add(url)
-        resp.status, resp.error = None, Reason.NETWORK_ERROR.value
-        resp.detail = "robots.txt redirect loop or more than 5 hops"
+            # a later hop to the task's own origin leaves late: its clock moves again when it
+            # does (claimed_at in the past forces the push); reserve_hop moved any other's
+            ctx = replace(task, claimed_at=-1.0) if origin_of(url) == task.origin else None
+        resp = Response(url=url, status=None, started_at=self.clock())
+        resp.error = Reason.NETWORK_ERROR.value
+        resp.detail = "robots.txt redirect loop, more than 5 hops, or its target busy or paused"
         return resp
+
+    async def _hop_slot(self, url: str, task: RobotsTask) -> bool:
+        """Wait until the next hop may start. Within the task's origin the robots lease holds
+        its slot and the hop waits out the gap; another origin's slot and clock are taken in
+        the store like a claim's (False when it stays busy or paused too long)."""
+        target = origin_of(url)
+        if target == task.origin:
+            await asyncio.sleep(task.gap_s)
+            return True
+        deadline = self.clock() + self.cfg.limits.total_timeout_s
+        shard = shard_of(target, self.cfg.shards)
+        while True:
+            now = self.clock()
+            at = await self._durably(functools.partial(self.store.reserve_hop, target, shard, now))
+            if at <= now:
+                return True
+            if at > deadline:
+                return False
+            await asyncio.sleep(at - now)
 
 
 def _origin_base(origin: str) -> str:

@@ -799,6 +799,26 @@ class SqliteStore:
             with self._tx() as c:
                 self._push_clocks(c, pushes)
 
+    def reserve_hop(self, origin: str, shard: int, now: float) -> float:
+        with self._tx() as c:
+            self._ensure_origins(c, [Candidate(origin, origin, origin, shard, 0, 0.0)])
+            o = c.execute(
+                f"""SELECT o.*, {self._in_flight_sql} AS in_flight,
+                     EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin""",
+                {"origin": origin, "now": now},
+            ).fetchone()
+            if o["paused"]:
+                return float("inf")
+            ready = max(float(o["next_eligible_at"]), float(o["backoff_until"]))
+            if ready > now:
+                return ready
+            if not _has_capacity(o, now):
+                return now + _POLL_S
+            gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])
+            gap += self.default_policy.gap_guard_s if gap > 0 else 0.0
+            self._push_clocks(c, [(origin, now + gap, 0.0)])
+            return now
+
     def _push_clocks(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
         where = "origin = ?"
         if self._shared_buckets:

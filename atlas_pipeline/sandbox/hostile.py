@@ -24,7 +24,8 @@ links.example.test
                   and private addresses
 
 Each host has an index page at / linking to its cases and a robots.txt allowing everything,
-so robots never hides a case. The canary (server.py) is not one of these hosts: it listens on
+so robots never hides a case (links.example.test's robots.txt is a 301 to bombs', so the
+crawler's hop into another origin is paced by that origin's clock). The canary (server.py) is not one of these hosts: it listens on
 a port of its own and must never be in a crawl's `resolve` map.
 """
 
@@ -272,6 +273,8 @@ class Hostile:
         """The answer to a GET or HEAD of ``path_qs`` on hostile ``host``."""
         path = path_qs.partition("?")[0]
         if path == "/robots.txt":
+            if host == LINKS:  # a robots.txt that moved to another origin, as www -> apex does
+                return 301, {"Location": url(BOMBS, "/robots.txt", port)}, b"moved\n"
             return 200, {"Content-Type": _TEXT}, _ROBOTS
         if host == BOMBS:
             return await self._bombs(path)

@@ -1319,3 +1319,22 @@ def test_a_redirect_target_carries_its_chain_to_its_claim(tmp_path: Path) -> Non
     put_robots(store, task, T0)
     lease = claim(store, T0 + 1)
     assert isinstance(lease, Lease) and lease.redirect_chain == chain
+
+
+def test_reserve_hop_takes_an_origins_clock_like_a_claim(tmp_path: Path) -> None:
+    """A robots.txt redirect into another origin: the hop starts only when that origin's
+    clock and cap allow, and moves its clock; a paused origin is never due."""
+    store = make_store(tmp_path, gap=5.0)
+    assert store.reserve_hop(DOCS, SHARD, T0) == T0  # unknown until now: registered, taken
+    assert store.reserve_hop(DOCS, SHARD, T0 + 1) == pytest.approx(T0 + 5.0)
+    assert store.reserve_hop(DOCS, SHARD, T0 + 5.0) == T0 + 5.0
+    store.discover([cand("https://docs-b.example.test/a")], CYCLE)
+    assert isinstance(claim_batch(store, T0 + 6, 8), Wait)  # the hop holds the clock
+    ready_origin(store, ["https://news-a.example.test/x"], now=T0 + 20)
+    got = claim_batch(store, T0 + 25, 8)
+    assert isinstance(got, list) and {type(x) for x in got} == {Lease, RobotsTask}
+    # news-a's page and docs-b's robots.txt are in flight: each origin's only slot is taken
+    assert store.reserve_hop(NEWS, SHARD, T0 + 40) == pytest.approx(T0 + 40 + 0.25)
+    assert store.reserve_hop(DOCS, SHARD, T0 + 40) == pytest.approx(T0 + 40 + 0.25)
+    store.pause("origin", DOCS, "complaint", "ops", T0)
+    assert store.reserve_hop(DOCS, SHARD, T0 + 100) == float("inf")

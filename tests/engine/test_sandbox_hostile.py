@@ -129,8 +129,10 @@ def test_hostile_hosts_are_unknown_without_hostile(sandbox: SandboxProcess) -> N
 def test_each_host_has_permissive_robots_and_an_index_of_its_cases(web: SandboxProcess) -> None:
     assert HOSTILE_HOSTS == (BOMBS, REDIRECTS, LINKS)
     assert hostile.seed_urls(web.port) == [f"http://{h}:{web.port}/" for h in HOSTILE_HOSTS]
+    moved = get(web.port, LINKS, "/robots.txt")  # moved to another origin, as www -> apex
+    assert (moved[0], moved[1]["location"]) == (301, hostile.url(BOMBS, "/robots.txt", web.port))
     for host in HOSTILE_HOSTS:
-        status, headers, body = get(web.port, host, "/robots.txt")
+        status, headers, body = get(web.port, BOMBS if host == LINKS else host, "/robots.txt")
         assert status == 200 and headers["content-type"].startswith("text/plain")
         rules = protego.Protego.parse(body.decode())
         for path in ("/", "/gzip-bomb", "/chain/1", "/anything?at=all"):
@@ -444,4 +446,4 @@ def test_hostile_answers_are_in_the_request_log(web: SandboxProcess) -> None:
     assert (entries["/binary"]["host"], entries["/binary"]["status"]) == (BOMBS, 200)
     assert entries["/binary"]["bytes"] == 8 + 64 * 1024
     assert (entries["/to-metadata"]["host"], entries["/to-metadata"]["status"]) == (REDIRECTS, 302)
-    assert (entries["/robots.txt"]["host"], entries["/robots.txt"]["status"]) == (LINKS, 200)
+    assert (entries["/robots.txt"]["host"], entries["/robots.txt"]["status"]) == (LINKS, 301)

@@ -13,6 +13,7 @@ port that is in no `resolve` map (issue: safe egress, "Done when"):
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -32,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # and a 20 MiB page must not move it far. Without the caps the bomb alone is 1 GiB.
 RSS_BOUND_MB = 400
 TOTAL_TIMEOUT_S = 3.0
+GAP_S = 0.5
+SERVER_JITTER_S = 0.1  # the server's handler may start a little after the request arrived
 
 WORKER = """
 import json, resource, sys
@@ -74,6 +77,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             server, tmp / "data", seeds=hostile.seed_urls(port), shards=1,
             scope={"allowed_hosts": sorted(allowed)},
             limits={"total_timeout_s": TOTAL_TIMEOUT_S, "max_attempts": 1},
+            politeness={"min_gap_s": GAP_S},
             resolve={h: "127.0.0.1" for h in mapped},
         )  # fmt: skip
         path = write_config(tmp / "atlas.yaml", cfg)
@@ -206,3 +210,15 @@ def test_a_cross_origin_hop_into_a_disallowed_path_is_never_requested(
     assert (target["state"][0], target["reason"][0]) == ("blocked", "robots_disallowed")
     asked = [r for r in crawl["requests"] if r["host"] == hostile.DISALLOWED_HOST]
     assert [r["path"] for r in asked] == ["/robots.txt"]
+
+
+def test_a_robots_redirect_into_another_origin_keeps_that_origins_gap(
+    crawl: dict[str, Any],
+) -> None:
+    """links' robots.txt is a 301 to bombs' robots.txt, and both origins' robots tasks are
+    claimed together: the hop must wait for bombs' clock like a claim would."""
+    bombs = sorted((r for r in crawl["requests"] if r["host"] == hostile.BOMBS),
+                   key=lambda r: r["start"])  # fmt: skip
+    assert [r["path"] for r in bombs[:2]] == ["/robots.txt", "/robots.txt"]
+    gaps = [b["start"] - a["start"] for a, b in itertools.pairwise(bombs)]
+    assert min(gaps) >= GAP_S - SERVER_JITTER_S, gaps

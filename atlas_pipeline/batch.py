@@ -55,7 +55,7 @@ T = TypeVar("T")
 REDIRECTS = (301, 302, 303, 307, 308)
 _BOUNDS = frozenset(
     {Reason.TOO_LARGE.value, Reason.HEADERS_TOO_LARGE.value, Reason.BODY_TIMEOUT.value,
-     Reason.BINARY_CONTENT.value}
+     Reason.BINARY_CONTENT.value, Reason.BAD_ENCODING.value}
 )  # fmt: skip
 ROBOTS_MAX_HOPS = 5
 SWEEP_EVERY_S = 1.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,9 +89,11 @@ def make_session(
     limits = cfg.limits
     return aiohttp.ClientSession(
         connector=connector,
-        auto_decompress=True,
+        # we inflate ourselves, bounded: aiohttp inflates each network chunk whole into its
+        # buffer, and a slow reader lets a gzip bomb pile up hundreds of MiB there
+        auto_decompress=False,
         trust_env=False,  # proxies from the environment would bypass the gate
-        headers={"User-Agent": cfg.user_agent},
+        headers={"User-Agent": cfg.user_agent, "Accept-Encoding": "gzip, deflate"},
         trace_configs=[trace],
         max_line_size=MAX_HEADER_LINE,
         max_field_size=MAX_HEADER_LINE,
@@ -171,9 +174,20 @@ async def _read_body(
     """Stream the decompressed body into `resp`, stopping at the first bound it breaks."""
     ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
     unsniffed = sniff and ctype in HTML_TYPES
+    try:
+        inflate = Inflater(r.headers.get("content-encoding", ""))
+    except ValueError as exc:
+        resp.error, resp.detail = Reason.BAD_ENCODING.value, str(exc)
+        return
     parts: list[bytes] = []
     total = 0
-    async for chunk in r.content.iter_chunked(CHUNK):
+    async for raw in r.content.iter_chunked(CHUNK):
+        try:
+            # at most one byte past the cap is ever inflated
+            chunk = inflate(raw, max_bytes - total + 1)
+        except zlib.error as exc:
+            resp.error, resp.detail = Reason.BAD_ENCODING.value, f"corrupt body: {exc}"
+            return
         total += len(chunk)
         if total > max_bytes:
             if not truncate:
@@ -191,6 +205,39 @@ async def _read_body(
     if unsniffed and _binary_under(ctype, body, resp):
         return
     resp.body = body
+
+
+class Inflater:
+    """Content-Encoding decoding that never produces more than asked: gzip (members in a
+    row), deflate (zlib-wrapped or raw), identity."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding.strip().lower()
+        if self.encoding in ("gzip", "x-gzip"):
+            self._wbits = 16 + zlib.MAX_WBITS
+        elif self.encoding == "deflate":
+            self._wbits = zlib.MAX_WBITS
+        elif self.encoding in ("", "identity"):
+            self._wbits = 0
+        else:
+            raise ValueError(f"content-encoding {encoding!r} was not asked for")
+        self._d = zlib.decompressobj(self._wbits) if self._wbits else None
+        self._first = True
+
+    def __call__(self, raw: bytes, limit: int) -> bytes:
+        """Inflate `raw`, stopping once `limit` bytes came out (the rest is dropped: the
+        caller stops reading at its cap anyway)."""
+        if self._d is None:
+            return raw
+        if self._first and self.encoding == "deflate" and raw and raw[0] & 0x0F != 8:
+            self._d = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as servers often send
+        self._first = False
+        out = self._d.decompress(raw, max(1, limit))
+        if self._d.eof and self._d.unused_data and len(out) < limit:  # another gzip member
+            rest = self._d.unused_data
+            self._d = zlib.decompressobj(self._wbits)
+            out += self(rest, limit - len(out))
+        return out
 
 
 def _binary_under(ctype: str, head: bytes, resp: Response) -> bool:

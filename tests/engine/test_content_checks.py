@@ -70,3 +70,29 @@ def test_an_unlabelled_legacy_page_falls_back_to_windows_1252() -> None:
 def test_byte_order_marks_win() -> None:
     assert decode_html("\ufeffhé".encode("utf-16-le"), "iso-8859-1") == ("hé", "utf-16-le")
     assert decode_html(b"\xef\xbb\xbfh\xc3\xa9", "iso-8859-1") == ("hé", "utf-8")
+
+
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data)
+
+
+def test_the_inflater_never_produces_more_than_asked() -> None:
+    import zlib
+
+    from atlas_pipeline.fetcher import Inflater
+
+    bomb = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    wire = bomb.compress(b" " * (64 << 20)) + bomb.flush()  # 64 MiB in ~64 KB
+    out = Inflater("gzip")(wire, 1000)
+    assert len(out) == 1000
+    assert Inflater("gzip")(_gzip(b"a") + _gzip(b"b"), 100) == b"ab"  # members in a row
+    assert Inflater("deflate")(zlib.compress(b"zlib-wrapped"), 100) == b"zlib-wrapped"
+    raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    assert Inflater("deflate")(raw.compress(b"raw deflate") + raw.flush(), 100) == b"raw deflate"
+    assert Inflater("identity")(b"as is", 1) == b"as is"
+    with pytest.raises(ValueError, match="br"):
+        Inflater("br")
+    with pytest.raises(zlib.error):
+        Inflater("gzip")(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff", 100)

@@ -75,8 +75,24 @@ class Scope(_Section):
     """Longer URLs are rejected."""
     follow_nofollow: bool = False
     """Whether links marked rel=nofollow are followed."""
+    allowed_domains: list[str] = Field(default_factory=list)
+    """Registrable domains (public-suffix aware) whose every host may be crawled."""
+    session_params: list[str] = Field(default_factory=lambda: list(d.SESSION_PARAMS))
+    """Query keys naming a visitor, not a page: dropped from links (with ;jsessionid= too)."""
+    page_params: list[str] = Field(default_factory=lambda: list(d.PAGE_PARAMS))
+    """Query keys holding a page number (besides /page/N paths)."""
+    max_page_number: int = Field(d.MAX_PAGE_NUMBER, ge=1)
+    """Pagination links past this page are cut (pagination_cap)."""
+    max_repeated_segments: int = Field(d.MAX_REPEATED_SEGMENTS, ge=1)
+    """Paths repeating a run of segments more often in a row are cut (repeating_path)."""
+    max_query_variants: int = Field(d.MAX_QUERY_VARIANTS, ge=1)
+    """Worded query strings per origin, path and key set: facets, searches (query_variant_cap)."""
+    max_pattern_urls: int = Field(d.MAX_PATTERN_URLS, ge=1)
+    """URLs per origin that differ only in their digits (path_pattern_cap)."""
+    max_calendar_urls: int = Field(d.MAX_CALENDAR_URLS, ge=1)
+    """URLs per origin that differ only in a date, such as calendar pages (calendar_cap)."""
 
-    @field_validator("allowed_hosts")
+    @field_validator("allowed_hosts", "allowed_domains", "session_params", "page_params")
     @classmethod
     def _lower_hosts(cls, hosts: list[str]) -> list[str]:
         return [h.strip().lower().rstrip(".") for h in hosts]

@@ -16,7 +16,7 @@ from . import failpoints
 from .batch import BatchStats, run_batch
 from .bodies import BodyStore
 from .config import CrawlConfig
-from .coordination import BatchLease, CoordinationStore, OriginPolicy, open_store
+from .coordination import BatchLease, CoordinationStore, OriginPolicy, TrapCaps, open_store
 from .lake import Lake, Written
 from .parsing import ExtractorPool
 from .scope import ScopeGuard
@@ -43,7 +43,9 @@ class Engine:
             starvation_bound_s=politeness.starvation_bound_s,
             aging_per_hour=politeness.aging_per_hour, resolve=tuple(cfg.resolve.items()),
         )  # fmt: skip
-        store = open_store(cfg.coordination, policy, cfg.scope.max_pages_per_origin)
+        scope = cfg.scope
+        caps = TrapCaps(scope.max_query_variants, scope.max_pattern_urls, scope.max_calendar_urls)
+        store = open_store(cfg.coordination, policy, scope.max_pages_per_origin, caps)
         return cls(cfg, store, BodyStore(cfg.bodies_path), Lake(cfg.lake_path))
 
     def close(self) -> None:

@@ -70,6 +70,14 @@ TRACKING_PARAMS = (
     "mc_eid",
     "_ga",
 )
+SESSION_PARAMS = ("sid", "sessionid", "session_id", "jsessionid", "phpsessid", "aspsessionid",
+                  "cfid", "cftoken", "zenid", "s")  # fmt: skip
+PAGE_PARAMS = ("page", "p", "pg", "paged", "pagenum", "offset", "start")
+MAX_PAGE_NUMBER = 50  # deeper pagination is cut (pagination_cap)
+MAX_REPEATED_SEGMENTS = 2  # /a/a/ is fine, /a/a/a/ is a relative link feeding on itself
+MAX_QUERY_VARIANTS = 100  # worded query strings per path and key set (facets, searches)
+MAX_PATTERN_URLS = 5000  # URLs per origin that differ only in their digits
+MAX_CALENDAR_URLS = 36  # ... when those digits are dates: three years of months
 TRACKING_PREFIXES = ("utm_",)  # any query key starting with these is dropped
 
 # DNS cache of the egress gate

@@ -24,6 +24,12 @@ class Reason(StrEnum):
     ROBOTS_UNREACHABLE = "robots_unreachable"
     ROBOTS_THROTTLED = "robots_throttled"
     ROBOTS_RECHECK = "robots_recheck"  # blocked before; judged again against the newest rules
+    # traps (traps.py): caps on URL spaces that never end
+    QUERY_VARIANT_CAP = "query_variant_cap"  # facets, search terms: too many query strings
+    PATTERN_CAP = "path_pattern_cap"  # too many URLs differing only in their digits
+    CALENDAR_CAP = "calendar_cap"  # ... and those digits are dates
+    PAGINATION_CAP = "pagination_cap"  # a page number past limits
+    REPEATING_PATH = "repeating_path"  # /a/a/a/: a relative link feeding on itself
     # egress
     EGRESS_REFUSED = "egress_refused"
     # fetch outcomes
@@ -38,6 +44,7 @@ class Reason(StrEnum):
     NETWORK_ERROR = "network_error"
     TOO_LARGE = "body_too_large"
     HEADERS_TOO_LARGE = "headers_too_large"
+    BAD_ENCODING = "bad_content_encoding"  # an encoding we did not ask for, or a corrupt one
     BODY_TIMEOUT = "body_timeout"  # headers came, the body did not within the total timeout
     NOT_HTML = "content_type_not_allowed"
     BINARY_CONTENT = "binary_content"  # labelled text/html, but its first bytes are binary

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from .config import CrawlConfig
 from .coordination import Candidate, UrlState
@@ -11,7 +12,8 @@ from .egress import EgressGate
 from .errors import EgressRefused
 from .reasons import Reason
 from .robots import RobotsPolicy
-from .urls import BadUrl, normalize, origin_of, shard_of
+from .traps import page_number, repeats_segments, strip_session_ids
+from .urls import BadUrl, normalize, origin_of, registrable_domain, shard_of
 
 
 def priority_for_depth(depth: int) -> float:
@@ -32,6 +34,9 @@ class ScopeGuard:
     def __init__(self, cfg: CrawlConfig) -> None:
         self.cfg = cfg
         self.hosts = cfg.scope_hosts
+        self.domains = frozenset(cfg.scope.allowed_domains)
+        self.session_params = frozenset(cfg.scope.session_params)
+        self.page_params = frozenset(cfg.scope.page_params)
         self.gate = EgressGate(cfg.resolve, cfg.resolve_only)
 
     def judge(
@@ -52,10 +57,16 @@ class ScopeGuard:
             return Judgement(None, rejected.value, None)
         if len(url) > self.cfg.scope.max_url_length:
             return Judgement(url, Reason.URL_TOO_LONG.value, None)
+        url = strip_session_ids(url, self.session_params)
         origin = origin_of(url)
         host = origin.split("://", 1)[1].rsplit(":", 1)[0]
-        if host not in self.hosts:
+        if host not in self.hosts and not (
+            self.domains and registrable_domain(host) in self.domains
+        ):
             return Judgement(url, Reason.HOST_NOT_ALLOWED.value, None)
+        trap = self._trap(url)
+        if trap is not None:
+            return Judgement(url, trap, None)
         try:
             # the gate's static half (no DNS): a non-public literal or, in resolve_only mode,
             # an unmapped name never becomes work; names are judged again when resolved
@@ -87,6 +98,15 @@ class ScopeGuard:
             robots_version=version,
         )
         return Judgement(url, reason, cand)
+
+    def _trap(self, url: str) -> str | None:
+        """The stateless trap checks (the store applies the counting caps)."""
+        page = page_number(url, self.page_params)
+        if page is not None and page > self.cfg.scope.max_page_number:
+            return Reason.PAGINATION_CAP.value
+        if repeats_segments(urlsplit(url).path, self.cfg.scope.max_repeated_segments):
+            return Reason.REPEATING_PATH.value
+        return None
 
     def seed_candidates(self) -> list[Candidate]:
         out = []

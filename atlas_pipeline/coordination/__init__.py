@@ -17,6 +17,7 @@ from .base import (
     Outcome,
     RobotsRecord,
     RobotsTask,
+    TrapCaps,
     UrlState,
     Wait,
 )
@@ -34,13 +35,16 @@ __all__ = [
     "RobotsRecord",
     "RobotsTask",
     "SqliteStore",
+    "TrapCaps",
     "UrlState",
     "Wait",
     "open_store",
 ]
 
 
-def open_store(url: str, default_policy: OriginPolicy, cycle_budget: int) -> CoordinationStore:
+def open_store(
+    url: str, default_policy: OriginPolicy, cycle_budget: int, caps: TrapCaps | None = None
+) -> CoordinationStore:
     """Open (and migrate) the store named by a coordination URL; errors say what to fix."""
     scheme = urlsplit(url).scheme
     if scheme == "sqlite":
@@ -49,11 +53,11 @@ def open_store(url: str, default_policy: OriginPolicy, cycle_budget: int) -> Coo
             raise CoordinationError(
                 f"{url!r}: write sqlite:///relative/path.db or sqlite:////abs.db"
             )
-        return SqliteStore(Path(path), default_policy, cycle_budget)
+        return SqliteStore(Path(path), default_policy, cycle_budget, caps=caps)
     if scheme in {"postgresql", "postgres"}:
         from .postgres import PostgresStore
 
-        return PostgresStore(url, default_policy, cycle_budget)
+        return PostgresStore(url, default_policy, cycle_budget, caps)
     raise CoordinationError(
         f"{url!r}: coordination_url must start with sqlite:/// or postgresql://"
     )

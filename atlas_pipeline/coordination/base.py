@@ -56,6 +56,15 @@ class OriginPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class TrapCaps:
+    """Distinct URLs the catalogue takes per trap key of an origin (traps.py)."""
+
+    query_variants: int = 100  # worded query strings per path and key set (facets, searches)
+    pattern_urls: int = 5000  # URLs per digit pattern (/item?id=9, /page/9)
+    calendar_urls: int = 36  # URLs per digit pattern whose digits are a date (calendars)
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A URL offered to the catalogue (seed, link or redirect target)."""
 

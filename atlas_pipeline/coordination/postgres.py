@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import psycopg
 
 from ..errors import CoordinationError, StoreUnavailable
-from .base import Lease, OriginPolicy, Outcome
+from .base import Lease, OriginPolicy, Outcome, TrapCaps
 from .sqlite import SqliteStore
 
 _CLAIM_LOCK = 0x41544C53  # advisory lock class "ATLS"; the shard number is the second key
@@ -26,10 +26,12 @@ _CLAIM_LOCK = 0x41544C53  # advisory lock class "ATLS"; the shard number is the 
 
 _INSERT_URLS = """
     INSERT INTO urls (url, discovered_url, origin, shard, depth, priority, state, reason, cycle,
-                      robots_version, source, discovered_cycle, discovered_at, redirect_chain)
+                      robots_version, source, discovered_cycle, discovered_at, redirect_chain,
+                      trap_pattern, trap_query)
     SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::int[],
                          %s::float8[], %s::text[], %s::text[], %s::text[], %s::int[],
-                         %s::text[], %s::text[], %s::float8[], %s::text[])
+                         %s::text[], %s::text[], %s::float8[], %s::text[], %s::text[],
+                         %s::text[])
     ON CONFLICT DO NOTHING RETURNING url"""
 
 _APPLY = """
@@ -131,9 +133,15 @@ class PostgresStore(SqliteStore):
 
     _for_update = " FOR UPDATE"
 
-    def __init__(self, url: str, default_policy: OriginPolicy, cycle_budget: int) -> None:
+    def __init__(
+        self,
+        url: str,
+        default_policy: OriginPolicy,
+        cycle_budget: int,
+        caps: TrapCaps | None = None,
+    ) -> None:
         self.url = url
-        self._setup(default_policy, cycle_budget)
+        self._setup(default_policy, cycle_budget, caps)
         try:
             self._migrate()
         except StoreUnavailable as exc:

@@ -199,4 +199,17 @@ MIGRATIONS.append(
     (10, ["ALTER TABLE urls ADD COLUMN redirect_chain TEXT"])
 )
 
+MIGRATIONS.append(
+    # Trap caps count distinct URLs per key (traps.py), so the keys are indexed columns.
+    (
+        11,
+        [
+            "ALTER TABLE urls ADD COLUMN trap_pattern TEXT",
+            "ALTER TABLE urls ADD COLUMN trap_query TEXT",
+            "CREATE INDEX urls_trap_pattern ON urls (origin, trap_pattern)",
+            "CREATE INDEX urls_trap_query ON urls (origin, trap_query)",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

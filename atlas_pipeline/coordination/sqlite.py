@@ -20,6 +20,7 @@ from ..errors import CoordinationError, StaleAttempt, StoreUnavailable
 from ..politeness import bucket_of, class_of, decayed, over_quota
 from ..reasons import Reason
 from ..robots import RobotsPolicy, RobotsStatus
+from ..traps import TrapKeys, trap_keys
 from ..urls import registrable_domain
 from .base import (
     BatchLease,
@@ -31,6 +32,7 @@ from .base import (
     Outcome,
     RobotsRecord,
     RobotsTask,
+    TrapCaps,
     UrlState,
     Wait,
 )
@@ -42,7 +44,7 @@ Conn = Any  # sqlite3.Connection, or postgres.py's adapter with the same execute
 Row = Any  # sqlite3.Row, or postgres.py's row with the same [name] / [index] access
 
 _POLL_S = 0.25  # how soon to look again when another worker holds the only free slot
-_BATCH = 200  # rows per multi-row statement (14 parameters a URL row)
+_BATCH = 200  # rows per multi-row statement (16 parameters a URL row)
 _INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
     (fetch_id, cycle, shard, url, fence, record, links, document, body_key)
     VALUES (?,?,?,?,?,?,?,?,?)"""
@@ -66,11 +68,12 @@ class SqliteStore:
         default_policy: OriginPolicy,
         cycle_budget: int,
         busy_timeout_s: float = 30.0,
+        caps: TrapCaps | None = None,
     ) -> None:
         self.path = path
         self.url = f"sqlite:///{path}"
         self._busy_ms = int(busy_timeout_s * 1000)
-        self._setup(default_policy, cycle_budget)
+        self._setup(default_policy, cycle_budget, caps)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._migrate()
@@ -80,8 +83,11 @@ class SqliteStore:
                 "fix coordination_url or data_dir in the crawl config"
             ) from None
 
-    def _setup(self, default_policy: OriginPolicy, cycle_budget: int) -> None:
+    def _setup(
+        self, default_policy: OriginPolicy, cycle_budget: int, caps: TrapCaps | None
+    ) -> None:
         self.default_policy = default_policy
+        self.caps = caps or TrapCaps()
         self.cycle_budget = cycle_budget  # URLs queued per origin per cycle
         self._local = threading.local()
         self._policies: dict[tuple[str, int], RobotsPolicy] = {}
@@ -168,6 +174,12 @@ class SqliteStore:
                 [(_domain_of(r[0]), r[0]) for r in missing.fetchall()],
             )
             self._regroup(c)
+            c.executemany(  # trap keys of URLs from before migration 11
+                "UPDATE urls SET trap_pattern = ?, trap_query = ? WHERE seq = ?",
+                [(k.pattern, k.query_key, r[0]) for r in c.execute(
+                    "SELECT seq, url FROM urls WHERE trap_pattern IS NULL").fetchall()
+                 for k in [trap_keys(r[1])]],
+            )  # fmt: skip
 
     def _regroup(self, c: Conn) -> None:
         """Buckets and fairness classes follow the config: recompute them when it changed."""
@@ -263,8 +275,15 @@ class SqliteStore:
         decisions = [Reason.ALREADY_KNOWN.value] * len(cands)
         planned: dict[str, tuple[int, str, str | None, str]] = {}
         rows = []
+        fresh = [x for x in cands if x.url not in known]
+        keys = {x.url: trap_keys(x.url) for x in fresh}
+        traps = self._trap_counts(c, fresh, keys)
         for i, x in enumerate(cands):
             if x.url in known or x.url in planned:
+                continue
+            cut = self._trap_cut(x, keys[x.url], traps)
+            if cut is not None:
+                decisions[i] = cut
                 continue
             state, reason, queued_cycle = x.state.value, x.reason, None
             if x.state is UrlState.ELIGIBLE:
@@ -279,7 +298,7 @@ class SqliteStore:
             rows.append((
                 x.url, x.discovered_url, x.origin, x.shard, x.depth, x.priority,
                 state, reason, queued_cycle, x.robots_version, x.source, cycle, now,
-                json.dumps(x.via) if x.via else None,
+                json.dumps(x.via) if x.via else None, keys[x.url].pattern, keys[x.url].query_key,
             ))  # fmt: skip
         inserted = self._insert_urls(c, rows)
         for url, (i, reason, queued_cycle, origin) in planned.items():
@@ -293,6 +312,44 @@ class SqliteStore:
                 [(cycle, n, o) for o, n in counts.items()],
             )
         return decisions
+
+    def _trap_counts(
+        self, c: Conn, fresh: list[Candidate], keys: dict[str, TrapKeys]
+    ) -> Counter[tuple[str, str, str]]:
+        """URLs already in the catalogue per (origin, kind, key) for the keys of `fresh`."""
+        counts: Counter[tuple[str, str, str]] = Counter()
+        for kind, column in (("pattern", "trap_pattern"), ("query", "trap_query")):
+            wanted = {(x.origin, _trap_key(keys[x.url], kind)) for x in fresh}
+            wanted = {(o, k) for o, k in wanted if k is not None}
+            for origin in sorted({o for o, _ in wanted}):
+                values = sorted(str(k) for o, k in wanted if o == origin)
+                for i in range(0, len(values), _BATCH):
+                    part = values[i : i + _BATCH]
+                    marks = ",".join("?" * len(part))
+                    for row in c.execute(
+                        f"""SELECT {column}, COUNT(*) FROM urls WHERE origin = ?
+                            AND {column} IN ({marks}) GROUP BY {column}""",
+                        [origin, *part],
+                    ):
+                        counts[(origin, kind, row[0])] = int(row[1])
+        return counts
+
+    def _trap_cut(
+        self, x: Candidate, keys: TrapKeys, counts: Counter[tuple[str, str, str]]
+    ) -> str | None:
+        """The cap reason when admitting `x` would pass a trap cap; else count it in."""
+        pattern_cap = self.caps.calendar_urls if keys.dated else self.caps.pattern_urls
+        checks = [("pattern", keys.pattern, pattern_cap,
+                   Reason.CALENDAR_CAP if keys.dated else Reason.PATTERN_CAP)]  # fmt: skip
+        if keys.query_key is not None:
+            checks.append(("query", keys.query_key, self.caps.query_variants,
+                           Reason.QUERY_VARIANT_CAP))  # fmt: skip
+        for kind, key, cap, reason in checks:
+            if counts[(x.origin, kind, key)] >= cap:
+                return reason.value
+        for kind, key, _, _ in checks:
+            counts[(x.origin, kind, key)] += 1
+        return None
 
     def _known_urls(self, c: Conn, urls: list[str]) -> set[str]:
         known: set[str] = set()
@@ -309,12 +366,12 @@ class SqliteStore:
         inserted: set[str] = set()
         for i in range(0, len(rows), _BATCH):
             part = rows[i : i + _BATCH]
-            values = ",".join(["(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"] * len(part))
+            values = ",".join(["(" + ",".join("?" * 16) + ")"] * len(part))
             params = [v for row in part for v in row]
             cur = c.execute(
                 "INSERT OR IGNORE INTO urls (url, discovered_url, origin, shard, depth, priority, "
                 "state, reason, cycle, robots_version, source, discovered_cycle, discovered_at, "
-                f"redirect_chain) VALUES {values} RETURNING url",
+                f"redirect_chain, trap_pattern, trap_query) VALUES {values} RETURNING url",
                 params,
             )
             inserted.update(r[0] for r in cur.fetchall())
@@ -997,6 +1054,10 @@ def _has_capacity(origin: Row, now: float) -> bool:
     if robots_busy and origin["robots_expires_at"] <= now:
         return False
     return bool(origin["in_flight"] + int(robots_busy) < origin["max_in_flight"])
+
+
+def _trap_key(keys: TrapKeys, kind: str) -> str | None:
+    return keys.pattern if kind == "pattern" else keys.query_key
 
 
 def _selection_reason(state: str) -> str:

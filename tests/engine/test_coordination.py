@@ -1338,3 +1338,30 @@ def test_reserve_hop_takes_an_origins_clock_like_a_claim(tmp_path: Path) -> None
     assert store.reserve_hop(DOCS, SHARD, T0 + 40) == pytest.approx(T0 + 40 + 0.25)
     store.pause("origin", DOCS, "complaint", "ops", T0)
     assert store.reserve_hop(DOCS, SHARD, T0 + 100) == float("inf")
+
+
+def test_trap_caps_bound_calendars_facets_and_numbered_urls(tmp_path: Path) -> None:
+    """Distinct URLs per trap key are counted in the catalogue itself: past a cap the rest
+    are cut with the cap's reason, however many batches (or runs) offer them."""
+    from atlas_pipeline.coordination import TrapCaps
+
+    store = open_store(_backend_url["url"], OriginPolicy(0.0, 1), 10**6, TrapCaps(5, 8, 3))
+    months = [
+        f"https://news-a.example.test/calendar/{2000 + i // 12}/{i % 12 + 1}" for i in range(40)
+    ]
+    facets = [
+        f"https://news-a.example.test/shop?color=c{i}&size=s{j}" for i in range(4) for j in range(4)
+    ]
+    items = [f"https://news-a.example.test/item?id={i}" for i in range(20)]
+    got = []
+    for batch in (months[:2], months[2:], facets[:3], facets[3:], items[:5], items[5:]):
+        got += store.discover([cand(u) for u in batch], CYCLE)
+    assert got.count("calendar_cap") == 40 - 3
+    assert got.count("query_variant_cap") == 16 - 5
+    assert got.count("path_pattern_cap") == 20 - 8
+    assert got.count("admitted") == 3 + 5 + 8
+    # a cut URL was not stored; offering the calendar again changes nothing
+    again = store.discover([cand(u) for u in months], CYCLE)
+    assert again[:3] == ["already_known"] * 3 and set(again[3:]) == {"calendar_cap"}
+    other = store.discover([cand("https://docs-b.example.test/calendar/2001/1")], CYCLE)
+    assert other == ["admitted"]  # caps are per origin

@@ -31,15 +31,27 @@ def _free_port(preferred: int) -> int:
 
 
 def cmd_web(args: argparse.Namespace) -> int:
-    from atlas_pipeline.sandbox import DEFAULT_CANARY_PORT, SandboxWeb, serve_forever
+    from atlas_pipeline.sandbox import (
+        DEFAULT_CANARY_PORT,
+        DEFAULT_TRAP_SCALE,
+        MAX_TRAP_SCALE,
+        SandboxWeb,
+        serve_forever,
+    )
 
     if args.canary_port is not None and not args.hostile:
         raise AtlasError("--canary-port only means something with --hostile")
+    if args.trap_scale is not None and not args.traps:
+        raise AtlasError("--trap-scale only means something with --traps")
     canary_port = DEFAULT_CANARY_PORT if args.canary_port is None else args.canary_port
+    trap_scale = DEFAULT_TRAP_SCALE if args.trap_scale is None else args.trap_scale
+    if not 1 <= trap_scale <= MAX_TRAP_SCALE:
+        raise AtlasError(f"--trap-scale must be 1..{MAX_TRAP_SCALE}")
     web = SandboxWeb(seed=args.seed, generated_origins=args.origins, pages_per_origin=args.pages,
                      page_kb=(args.page_kb[0], args.page_kb[1]))  # fmt: skip
     serve_forever(web, port=args.port, log_path=Path(args.log) if args.log else None,
-                  lab=args.lab, hostile=args.hostile, canary_port=canary_port)  # fmt: skip
+                  lab=args.lab, hostile=args.hostile, canary_port=canary_port,
+                  traps=args.traps, trap_scale=trap_scale)  # fmt: skip
     return 0
 
 
@@ -242,6 +254,12 @@ def parser() -> argparse.ArgumentParser:
     web.add_argument("--canary-port", type=int,
                      help="port of the canary the hostile pages point at (with --hostile; "
                           "default: the default port of `atlas canary`)")  # fmt: skip
+    web.add_argument("--traps", action="store_true",
+                     help="also serve the trap origins (calendar., shop., feeds.example.test): "
+                          "endless calendar and pagination, facets, session ids, tracking "
+                          "parameters, URL spellings, base href, sitemap-only pages")  # fmt: skip
+    web.add_argument("--trap-scale", type=int, metavar="N",
+                     help="multiply every trap's extent by N (with --traps; default 1)")  # fmt: skip
     web.set_defaults(func=cmd_web)
     canary = sub.add_parser("canary", help="record every hit on a loopback port (SSRF canary)")
     canary.add_argument(

@@ -16,22 +16,27 @@ from .site import (
     SandboxWeb,
     normalize_url,
 )
+from .traps import DEFAULT_TRAP_SCALE, MAX_TRAP_SCALE, TRAP_HOSTS, Traps
 from .web import LOGGED_HEADERS, RequestLog, SandboxResolver, make_app
 
 __all__ = [
     "DEFAULT_CANARY_PORT",
+    "DEFAULT_TRAP_SCALE",
     "DEFAULT_USER_AGENT_TOKEN",
     "EXTERNAL_HOST",
     "FIXED_HOSTS",
     "HOSTILE_HOSTS",
     "LOGGED_HEADERS",
+    "MAX_TRAP_SCALE",
     "REDIRECT_PATH",
+    "TRAP_HOSTS",
     "CanaryServer",
     "Hostile",
     "RequestLog",
     "SandboxResolver",
     "SandboxServer",
     "SandboxWeb",
+    "Traps",
     "make_app",
     "normalize_url",
     "serve_canary_forever",

@@ -20,6 +20,7 @@ from aiohttp import web as aio_web
 from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
 from .lab import Lab
 from .site import SandboxWeb
+from .traps import DEFAULT_TRAP_SCALE, TRAP_HOSTS, Traps
 from .web import RequestLog, make_app
 
 # In-flight requests get this long to finish when the server stops; tests stop often.
@@ -70,7 +71,8 @@ class SandboxServer:
 
     Binding happens in ``start()`` (or ``__enter__``); ``web.port`` is then set to the
     real port, so the absolute links pages contain point at this server. ``hostile`` also
-    serves the hostile origins (hostile.py), pointing at the canary on ``canary_port``.
+    serves the hostile origins (hostile.py), pointing at the canary on ``canary_port``;
+    ``traps`` the trap origins (traps.py) at ``trap_scale``.
     """
 
     def __init__(
@@ -81,12 +83,15 @@ class SandboxServer:
         log_path: Path | None = None,
         hostile: bool = False,
         canary_port: int = DEFAULT_CANARY_PORT,
+        traps: bool = False,
+        trap_scale: int = DEFAULT_TRAP_SCALE,
     ) -> None:
         self.web = web
         self.host = _loopback(host)
         self.port = port
-        self.log = RequestLog(log_path)
         self.hostile = Hostile(canary_port) if hostile else None
+        self.traps = Traps(trap_scale) if traps else None  # a bad scale fails before the log opens
+        self.log = RequestLog(log_path)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -126,7 +131,7 @@ class SandboxServer:
     ) -> None:
         asyncio.set_event_loop(loop)
         runner = aio_web.AppRunner(
-            make_app(self.web, self.log, hostile=self.hostile),
+            make_app(self.web, self.log, hostile=self.hostile, traps=self.traps),
             access_log=None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
         )
@@ -176,18 +181,28 @@ def serve_forever(
     lab: bool = False,
     hostile: bool = False,
     canary_port: int = DEFAULT_CANARY_PORT,
+    traps: bool = False,
+    trap_scale: int = DEFAULT_TRAP_SCALE,
 ) -> None:
     """Serve ``web`` in the foreground until Ctrl-C or SIGTERM (for ``atlas web``); ``lab``
     turns on the politeness lab's misbehaving origins (lab.py), ``hostile`` the hostile
-    origins (hostile.py) with their links and redirects aimed at the canary on ``canary_port``."""
+    origins (hostile.py) with their links and redirects aimed at the canary on ``canary_port``,
+    ``traps`` the trap origins (traps.py) with every trap's extent times ``trap_scale``."""
     address = _loopback(host)
+    trap_origins = Traps(trap_scale) if traps else None  # a bad scale fails before binding
     sock = _bind(address, port)
     web.port = sock.getsockname()[1]
     log = RequestLog(log_path)
 
     async def main() -> None:
         runner = aio_web.AppRunner(
-            make_app(web, log, Lab() if lab else None, Hostile(canary_port) if hostile else None),
+            make_app(
+                web,
+                log,
+                Lab() if lab else None,
+                Hostile(canary_port) if hostile else None,
+                trap_origins,
+            ),
             access_log=None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
         )
@@ -200,11 +215,12 @@ def serve_forever(
             if hostile
             else ""
         )
+        trap_note = f"; trap origins {', '.join(TRAP_HOSTS)} at scale {trap_scale}" if traps else ""
         print(
             f"Atlas sandbox web: {len(web.hosts)} origins on {_base_url(address, web.port)}"
             f" (routed by Host, e.g. {web.seed_urls()[0]}); "
             f"request log: {log_path if log_path is not None else 'in memory only'}"
-            f"{hostile_note}",
+            f"{hostile_note}{trap_note}",
             flush=True,
         )
         try:

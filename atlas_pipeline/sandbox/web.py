@@ -20,6 +20,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from .hostile import Answer, Hostile, Stream
 from .lab import Lab
 from .site import SandboxWeb
+from .traps import Traps
 
 _logger = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class SandboxResolver(AbstractResolver):
     Use ``aiohttp.TCPConnector(resolver=SandboxResolver(web))`` to fetch real sandbox URLs
     such as ``http://news-a.example.test:PORT/``; any other name (for example the
     external host some pages link to) fails like an unknown DNS name. ``extra_hosts``
-    (for example ``HOSTILE_HOSTS``) go to loopback as well.
+    (for example ``HOSTILE_HOSTS`` or ``TRAP_HOSTS``) go to loopback as well.
     """
 
     def __init__(
@@ -223,15 +224,18 @@ def make_app(
     log: RequestLog,
     lab: Lab | None = None,
     hostile: Hostile | None = None,
+    traps: Traps | None = None,
 ) -> aio_web.Application:
     """An aiohttp app serving every origin of ``web``, routed by the Host header; with a
     ``lab``, its misbehaving origins answer first (see lab.py); with ``hostile``, the hostile
-    origins are served too (see hostile.py)."""
+    origins are served too (see hostile.py); with ``traps``, the trap origins (see traps.py)."""
 
     async def answer(request: aio_web.Request) -> Answer | Stream:
         host, path = _host_name(request.headers.get("Host", "")), request.path
         if hostile is not None and hostile.serves(host) and request.method in ("GET", "HEAD"):
             return await hostile.answer(host, request.raw_path, web.port)
+        if traps is not None and traps.serves(host) and request.method in ("GET", "HEAD"):
+            return traps.answer(host, request.raw_path, web.port)
         special = None
         if lab is not None and web.is_sandbox_host(host):
             await lab.delay(host, path)

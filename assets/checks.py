@@ -89,7 +89,7 @@ def _build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChec
         cfg = atlas.crawl_config()
         with atlas.open() as engine:
             fetches = engine.lake.read_partition("fetches", cycle, shard_key(shard))
-            pages = fetches.filter(pl.col("kind") == "page")
+            pages = fetches.filter(pl.col("kind").is_in(["page", "sitemap"]))
             unversioned = pages.filter(pl.col("robots_version").is_null()).height
             disallowed: list[str] = []
             for origin in pages["origin"].unique().to_list():

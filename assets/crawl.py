@@ -101,7 +101,10 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
             metadata=table_metadata(result.documents, {"extracted": stats.extracted,
                                                        "extraction_reused": stats.extraction_reused}),
         )  # fmt: skip
-        yield dg.MaterializeResult(asset_key=LINKS, metadata=table_metadata(result.links))
+        links = engine.lake.read_partition("links", cycle, shard_key(shard))
+        yield dg.MaterializeResult(
+            asset_key=LINKS, metadata=table_metadata(result.links, _link_meta(links))
+        )
 
     @dg.asset(
         key=URLS,
@@ -128,6 +131,25 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         )
 
     return [frontier, fetch_batch, urls]
+
+
+TRAP_REASONS = ("calendar_cap", "query_variant_cap", "path_pattern_cap", "pagination_cap",
+                "repeating_path")  # fmt: skip
+
+
+def _link_meta(links: pl.DataFrame) -> dict[str, Any]:
+    """Reason counts, and where traps were cut: "the calendar was cut at 36 values"."""
+    cuts = (
+        links.filter(pl.col("reason").is_in(TRAP_REASONS))
+        .with_columns(pl.col("url").str.extract(r"^https?://([^/]+)").alias("host"))
+        .group_by("host", "reason")
+        .agg(pl.len().alias("links_cut"))
+        .sort("links_cut", descending=True)
+    )
+    return {
+        "reasons": dg.MetadataValue.json(counts(links["reason"].to_list())),
+        "trap_cuts": frame_table(cuts) if cuts.height else dg.MetadataValue.text("none"),
+    }
 
 
 def _fetch_meta(fetches: pl.DataFrame, stats: Any, result: Any) -> dict[str, Any]:

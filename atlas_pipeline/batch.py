@@ -47,6 +47,7 @@ from .politeness import backoff_s, origin_gap, parse_retry_after
 from .reasons import Reason
 from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
 from .scope import ScopeGuard
+from .sitemaps import SitemapError, parse_sitemap
 from .urls import BadUrl, normalize, origin_of, shard_of
 
 log = logging.getLogger(__name__)
@@ -314,6 +315,14 @@ class FetchBatch:
             headers["If-Modified-Since"] = lease.last_modified
         return headers
 
+    def _body_cap(self, lease: Lease) -> int:
+        # a .gz sitemap arrives compressed by its own format, not by Content-Encoding
+        return (
+            self.cfg.discovery.sitemap_max_bytes
+            if lease.kind == "sitemap"
+            else (self.cfg.limits.max_body_bytes)
+        )
+
     def _on_sent(self, claim: Lease | RobotsTask) -> None:
         # The gap runs between request *starts*: if this request's headers left later than
         # its claim (a busy event loop, a slow store call), the origin's next slot moves with
@@ -336,8 +345,8 @@ class FetchBatch:
         try:
             resp = await fetch(
                 self.session, self.gate, lease.url, self._request_headers(lease),
-                self.cfg.limits.max_body_bytes, trace_ctx=lease,
-                max_header_bytes=self.cfg.limits.max_header_bytes, sniff=True,
+                self._body_cap(lease), trace_ctx=lease,
+                max_header_bytes=self.cfg.limits.max_header_bytes, sniff=lease.kind == "page",
             )  # fmt: skip
         finally:
             self._net_active -= 1
@@ -367,7 +376,7 @@ class FetchBatch:
     def _record(self, lease: Lease, resp: Response, reason: str, **extra: Any) -> dict[str, Any]:
         return {
             "fetch_id": uuid.uuid4().hex,
-            "kind": "page",
+            "kind": lease.kind,
             "url": lease.url,
             "origin": lease.origin,
             "depth": lease.depth,
@@ -437,6 +446,8 @@ class FetchBatch:
         if status >= 400 or not 200 <= status < 300:
             return Outcome(UrlState.TERMINAL, Reason.HTTP_CLIENT_ERROR.value, revisit, status=status,
                            record=self._record(lease, resp, Reason.HTTP_CLIENT_ERROR.value))  # fmt: skip
+        if lease.kind == "sitemap":
+            return self._sitemap(lease, resp, revisit)
         ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype not in HTML_TYPES:
             return Outcome(UrlState.QUARANTINED, Reason.NOT_HTML.value, revisit, status=status,
@@ -465,6 +476,20 @@ class FetchBatch:
         record = self._record(lease, resp, Reason.REDIRECT.value, final_url=judged.url)
         return Outcome(UrlState.FETCHED, Reason.REDIRECT.value, revisit, status=resp.status,
                        record=record, links=[(row, candidate)])  # fmt: skip
+
+    def _sitemap(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
+        """A sitemap's entries become candidates like links (scope, traps, robots at claim
+        time), its <priority> and <lastmod> feeding theirs; an index's entries are sitemaps."""
+        try:
+            sitemap = parse_sitemap(resp.body, self.cfg.discovery.sitemap_max_bytes)
+        except SitemapError as exc:
+            record = self._record(lease, resp, Reason.SITEMAP_UNREADABLE.value, error=str(exc))
+            return Outcome(UrlState.QUARANTINED, Reason.SITEMAP_UNREADABLE.value, revisit,
+                           status=resp.status, record=record)  # fmt: skip
+        links = self.guard.sitemap_entries(sitemap, lease.url, lease.depth, self.clock())
+        record = self._record(lease, resp, Reason.FETCHED.value, entries=len(sitemap.entries))
+        return Outcome(UrlState.FETCHED, Reason.FETCHED.value, revisit, status=resp.status,
+                       record=record, links=links)  # fmt: skip
 
     async def _extract(self, key: str, lease: Lease, resp: Response) -> dict[str, Any]:
         """Links for this URL always; text only if these bytes were never extracted before."""
@@ -590,9 +615,12 @@ class FetchBatch:
         except StaleAttempt:
             self.stats.stale_commits += 1  # the robots lease ran out; another claim refetches it
             return
-        self._policies[task.origin] = RobotsPolicy(
-            task.origin, stored.version, RobotsStatus(stored.status), stored.text
-        )
+        policy = RobotsPolicy(task.origin, stored.version, RobotsStatus(stored.status), stored.text)
+        self._policies[task.origin] = policy
+        sitemaps = policy.sitemaps() if self.cfg.discovery.robots_sitemaps else []
+        announced = self.guard.announced_sitemaps(sitemaps, url)
+        if announced:
+            await self._durably(lambda: self.store.discover(announced, self.cycle))
 
     async def _last_good_copy(self, origin: str, now: float) -> tuple[RobotsStatus, str]:
         prev = await self._durably(lambda: self.store.robots(origin))

@@ -129,6 +129,28 @@ class Limits(_Section):
     """How long a batch waits out an unreachable coordination store before it fails."""
 
 
+class Discovery(_Section):
+    """Where URLs come from besides links: sitemaps and a partner feed."""
+
+    sitemaps: list[str] = Field(default_factory=list)
+    """Sitemap URLs to read besides those robots.txt announces."""
+    robots_sitemaps: bool = True
+    """Read the sitemaps each origin's robots.txt announces."""
+    sitemap_max_bytes: int = Field(d.SITEMAP_MAX_BYTES, ge=1024)
+    """Most bytes of one sitemap, uncompressed; a bigger one is quarantined."""
+    feed_file: Path | None = None
+    """A partner feed: one URL a line, optionally a tab and a priority between 0 and 1."""
+    path_ascending: bool = False
+    """Also offer each fetched page's parent paths (/a/b/c -> /a/b/, /a/)."""
+
+    @field_validator("sitemaps")
+    @classmethod
+    def _sitemap_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            _check_http_url(url)
+        return urls
+
+
 class Dns(_Section):
     """The egress gate's DNS cache: only validated answers are kept."""
 
@@ -184,6 +206,8 @@ class CrawlConfig(_Section):
     """Per-fetch bounds."""
     robots: Robots = Field(default_factory=Robots)
     """robots.txt handling."""
+    discovery: Discovery = Field(default_factory=Discovery)
+    """Sitemaps, partner feed, path-ascending discovery."""
     dns: Dns = Field(default_factory=Dns)
     """DNS cache of the egress gate."""
     resolve: dict[str, str] = Field(default_factory=dict)
@@ -365,6 +389,9 @@ def config_from_mapping(
             "lake_root": _anchor(cfg.lake_root, base_dir),
             "bodies_dir": _anchor(cfg.bodies_dir, base_dir),
             "coordination_url": _anchor_sqlite(cfg.coordination_url, base_dir),
+            "discovery": cfg.discovery.model_copy(
+                update={"feed_file": _anchor(cfg.discovery.feed_file, base_dir)}
+            ),
         }
     )
 

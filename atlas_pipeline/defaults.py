@@ -78,6 +78,7 @@ MAX_REPEATED_SEGMENTS = 2  # /a/a/ is fine, /a/a/a/ is a relative link feeding o
 MAX_QUERY_VARIANTS = 100  # worded query strings per path and key set (facets, searches)
 MAX_PATTERN_URLS = 5000  # URLs per origin that differ only in their digits
 MAX_CALENDAR_URLS = 36  # ... when those digits are dates: three years of months
+SITEMAP_MAX_BYTES = 50 * 1024 * 1024  # the protocol's own limit for one sitemap, uncompressed
 TRACKING_PREFIXES = ("utm_",)  # any query key starting with these is dropped
 
 # DNS cache of the egress gate

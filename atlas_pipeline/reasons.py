@@ -49,6 +49,7 @@ class Reason(StrEnum):
     NOT_HTML = "content_type_not_allowed"
     BINARY_CONTENT = "binary_content"  # labelled text/html, but its first bytes are binary
     PARSE_FAILED = "parse_failed"
+    SITEMAP_UNREADABLE = "sitemap_unreadable"  # not a sitemap: bad XML, corrupt gzip, too big
     PARSE_TIMEOUT = "parse_timeout"  # over the parser's CPU-time limit
     PARSE_MEMORY = "parse_memory"  # over the parser's memory limit
     PARSE_CRASHED = "parse_crashed"  # the parser process died

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from .config import CrawlConfig
 from .coordination import Candidate, UrlState
 from .egress import EgressGate
-from .errors import EgressRefused
+from .errors import ConfigError, EgressRefused
 from .reasons import Reason
 from .robots import RobotsPolicy
+from .sitemaps import Sitemap
 from .traps import page_number, repeats_segments, strip_session_ids
 from .urls import BadUrl, normalize, origin_of, registrable_domain, shard_of
 
@@ -21,11 +23,57 @@ def priority_for_depth(depth: int) -> float:
     return max(0.05, 1.0 - 0.1 * depth)
 
 
+def priority_from_hints(
+    depth: int, rated: float | None, lastmod: float | None, now: float
+) -> float:
+    """A sitemap entry's priority: half its depth's, half the site's own <priority> rating
+    (0.5 when unrated, as the protocol says), plus a little when <lastmod> is recent."""
+    score = 0.5 * priority_for_depth(depth) + 0.5 * (0.5 if rated is None else rated)
+    if lastmod is not None and now - lastmod < RECENT_S:
+        score += 0.1
+    return round(min(score, 1.0), 4)
+
+
+RECENT_S = 7 * 86_400.0  # a <lastmod> this recent raises an entry's priority
+
+
 @dataclass(frozen=True, slots=True)
 class Judgement:
     url: str | None  # canonical, None when it cannot be one
     reason: str
     candidate: Candidate | None
+
+
+def parent_paths(url: str) -> list[str]:
+    """Path-ascending discovery: /a/b/c -> /a/b/, /a/ (the root is a seed's job)."""
+    parts = urlsplit(url)
+    segs = [s for s in parts.path.split("/") if s]
+    base = f"{parts.scheme}://{parts.netloc}"
+    return ["/".join([base, *segs[:n]]) + "/" for n in range(len(segs) - 1, 0, -1)]
+
+
+def read_feed(path: Path | None) -> list[tuple[str, float | None]]:
+    """A partner feed: one URL a line, optionally a tab and a priority (0-1); # comments."""
+    if path is None:
+        return []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"discovery.feed_file {path}: {exc}; fix or remove the path") from None
+    out: list[tuple[str, float | None]] = []
+    for n, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
+        if not text:
+            continue
+        url, _, rated = text.partition("\t")
+        try:
+            priority = float(rated) if rated.strip() else None
+        except ValueError:
+            raise ConfigError(f"{path}:{n}: priority {rated!r} is not a number") from None
+        if priority is not None and not 0.0 <= priority <= 1.0:
+            raise ConfigError(f"{path}:{n}: priority {priority} is not between 0 and 1")
+        out.append((url.strip(), priority))
+    return out
 
 
 class ScopeGuard:
@@ -109,11 +157,45 @@ class ScopeGuard:
         return None
 
     def seed_candidates(self) -> list[Candidate]:
+        """Seeds, configured sitemaps and the partner feed's URLs (with their priorities)."""
         out = []
         for seed in self.cfg.seeds:
             j = self.judge(seed, seed, 0, None)
             if j.candidate is not None:
-                out.append(replace(j.candidate, reason=Reason.SEED.value))
+                out.append(replace(j.candidate, reason=Reason.SEED.value, source="seed"))
+        out += self.announced_sitemaps(self.cfg.discovery.sitemaps, "config")
+        for url, rated in read_feed(self.cfg.discovery.feed_file):
+            j = self.judge(url, url, 0, None)
+            if j.candidate is not None:
+                priority = j.candidate.priority if rated is None else rated
+                out.append(replace(j.candidate, priority=priority, source="feed"))
+        return out
+
+    def announced_sitemaps(self, urls: list[str], source: str) -> list[Candidate]:
+        """Sitemaps named in robots.txt or the config, as queued work of kind "sitemap"."""
+        out = []
+        for url in urls:
+            j = self.judge(url, url, 0, source)
+            if j.candidate is not None:
+                out.append(replace(j.candidate, kind="sitemap", priority=1.0))
+        return out
+
+    def sitemap_entries(
+        self, sitemap: Sitemap, base: str, depth: int, now: float
+    ) -> list[tuple[dict[str, Any], Candidate | None]]:
+        """One link row per entry of a sitemap (kind "sitemap"), with its candidate."""
+        out: list[tuple[dict[str, Any], Candidate | None]] = []
+        for entry in sitemap.entries:
+            j = self.judge(entry.loc, base, depth + 1, base)
+            cand = j.candidate
+            if cand is not None:
+                kind = "sitemap" if sitemap.is_index else "page"
+                rated = priority_from_hints(depth + 1, entry.priority, entry.lastmod, now)
+                cand = replace(cand, kind=kind, priority=1.0 if sitemap.is_index else rated)
+            row = {"href": entry.loc, "url": j.url,
+                   "target_origin": cand.origin if cand else None, "anchor": "",
+                   "nofollow": False, "depth": depth + 1, "reason": j.reason, "kind": "sitemap"}  # fmt: skip
+            out.append((row, cand))
         return out
 
     def page_links(
@@ -127,7 +209,10 @@ class ScopeGuard:
         """One row per distinct target of a page (first occurrence), with its candidate."""
         seen: set[str] = set()
         out: list[tuple[dict[str, Any], Candidate | None]] = []
-        for href, anchor, nofollow in links:
+        found = [(href, anchor, nofollow, "link") for href, anchor, nofollow in links]
+        if self.cfg.discovery.path_ascending:
+            found += [(parent, "", False, "ascend") for parent in parent_paths(source)]
+        for href, anchor, nofollow, kind in found:
             j = self.judge(href, base, depth + 1, source, nofollow, robots)
             key = j.url or href
             if key in seen:
@@ -141,6 +226,7 @@ class ScopeGuard:
                 "nofollow": nofollow,
                 "depth": depth + 1,
                 "reason": j.reason,
+                "kind": kind,
             }
             out.append((row, j.candidate))
         return out

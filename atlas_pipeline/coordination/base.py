@@ -79,6 +79,7 @@ class Candidate:
     reason: str = "admitted"
     robots_version: int | None = None
     via: tuple[str, ...] = ()  # the redirect chain that led here, first URL first
+    kind: str = "page"  # "sitemap": fetched the same polite way, read for URLs, not text
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ class Lease:
     claimed_at: float = 0.0
     gap_s: float = 0.0  # the gap the claim reserved, guard included
     redirect_chain: tuple[str, ...] = ()  # URLs that redirected to this one, first URL first
+    kind: str = "page"  # or "sitemap"
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,11 +27,11 @@ _CLAIM_LOCK = 0x41544C53  # advisory lock class "ATLS"; the shard number is the 
 _INSERT_URLS = """
     INSERT INTO urls (url, discovered_url, origin, shard, depth, priority, state, reason, cycle,
                       robots_version, source, discovered_cycle, discovered_at, redirect_chain,
-                      trap_pattern, trap_query)
+                      trap_pattern, trap_query, kind)
     SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::int[],
                          %s::float8[], %s::text[], %s::text[], %s::text[], %s::int[],
                          %s::text[], %s::text[], %s::float8[], %s::text[], %s::text[],
-                         %s::text[])
+                         %s::text[], %s::text[])
     ON CONFLICT DO NOTHING RETURNING url"""
 
 _APPLY = """

@@ -212,4 +212,9 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # Sitemaps are queued, leased and paced like pages; `kind` tells the fetcher to read them.
+    (12, ["ALTER TABLE urls ADD COLUMN kind TEXT NOT NULL DEFAULT 'page'"])
+)
+
 LATEST = MIGRATIONS[-1][0]

@@ -44,7 +44,7 @@ Conn = Any  # sqlite3.Connection, or postgres.py's adapter with the same execute
 Row = Any  # sqlite3.Row, or postgres.py's row with the same [name] / [index] access
 
 _POLL_S = 0.25  # how soon to look again when another worker holds the only free slot
-_BATCH = 200  # rows per multi-row statement (16 parameters a URL row)
+_BATCH = 200  # rows per multi-row statement (17 parameters a URL row)
 _INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
     (fetch_id, cycle, shard, url, fence, record, links, document, body_key)
     VALUES (?,?,?,?,?,?,?,?,?)"""
@@ -299,6 +299,7 @@ class SqliteStore:
                 x.url, x.discovered_url, x.origin, x.shard, x.depth, x.priority,
                 state, reason, queued_cycle, x.robots_version, x.source, cycle, now,
                 json.dumps(x.via) if x.via else None, keys[x.url].pattern, keys[x.url].query_key,
+                x.kind,
             ))  # fmt: skip
         inserted = self._insert_urls(c, rows)
         for url, (i, reason, queued_cycle, origin) in planned.items():
@@ -366,12 +367,12 @@ class SqliteStore:
         inserted: set[str] = set()
         for i in range(0, len(rows), _BATCH):
             part = rows[i : i + _BATCH]
-            values = ",".join(["(" + ",".join("?" * 16) + ")"] * len(part))
+            values = ",".join(["(" + ",".join("?" * 17) + ")"] * len(part))
             params = [v for row in part for v in row]
             cur = c.execute(
                 "INSERT OR IGNORE INTO urls (url, discovered_url, origin, shard, depth, priority, "
                 "state, reason, cycle, robots_version, source, discovered_cycle, discovered_at, "
-                f"redirect_chain, trap_pattern, trap_query) VALUES {values} RETURNING url",
+                f"redirect_chain, trap_pattern, trap_query, kind) VALUES {values} RETURNING url",
                 params,
             )
             inserted.update(r[0] for r in cur.fetchall())
@@ -605,7 +606,8 @@ class SqliteStore:
         n: int,
     ) -> list[Lease]:
         rows = c.execute(
-            """SELECT seq, url, depth, fence, attempts, etag, last_modified, redirect_chain FROM urls
+            """SELECT seq, url, depth, fence, attempts, etag, last_modified, redirect_chain, kind
+               FROM urls
                WHERE origin = ? AND cycle = ? AND state IN ('eligible', 'failed_retryable')
                  AND due_at <= ? ORDER BY priority DESC, seq LIMIT ?""",
             (origin["origin"], cycle, now, _SCAN + n - 1),
@@ -634,6 +636,7 @@ class SqliteStore:
                     claimed_at=now,
                     gap_s=gap,
                     redirect_chain=tuple(json.loads(row["redirect_chain"] or "[]")),
+                    kind=row["kind"],
                 )
             )
         if blocked:

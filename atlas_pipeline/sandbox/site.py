@@ -610,6 +610,38 @@ class SandboxWeb:
                     queue.append((target, depth + 1))
         return seen
 
+    def sitemap_urls(self) -> set[str]:
+        """Normalized URLs of the sitemaps every origin's robots.txt announces."""
+        return {normalize_url(f"{self.origin_url(h)}/sitemap.xml") for h in self.hosts}
+
+    def crawlable(
+        self, max_depth: int, user_agent_token: str = DEFAULT_USER_AGENT_TOKEN
+    ) -> set[str]:
+        """``reachable`` plus what a crawler reading sitemaps adds: the pages the announced
+        sitemaps list (at depth 1, one below the sitemap) and what links reach from them.
+        The sitemaps themselves are in ``sitemap_urls``."""
+        seen = self.reachable(max_depth, user_agent_token)
+        queue: deque[tuple[str, int]] = deque()
+        for host in self.hosts:
+            for path in self._origin(host).paths:
+                url = normalize_url(self.url(host, path))
+                if url in seen or self.disallowed(host, path, "*"):
+                    continue
+                if self.disallowed(host, path, user_agent_token) or max_depth < 1:
+                    continue
+                seen.add(url)
+                queue.append((url, 1))
+        while queue:
+            url, depth = queue.popleft()
+            if depth >= max_depth:
+                continue
+            for link in self.links(url):
+                target = self._follow(link, user_agent_token)
+                if target is not None and target not in seen:
+                    seen.add(target)
+                    queue.append((target, depth + 1))
+        return seen
+
     def _follow(self, link: str, user_agent_token: str) -> str | None:
         """Normalized URL of the sandbox page ``link`` leads to, if a polite crawler may."""
         norm = normalize_url(link)

@@ -176,7 +176,7 @@ def test_models_are_tables_with_the_lake_rows(
             (rows,) = con.execute(f"select count(*) from main.stg_{table}").fetchone() or (0,)
             assert rows > 0, table
         kinds_fetched = con.execute("select distinct kind from main.stg_fetches").fetchall()
-        assert {k for (k,) in kinds_fetched} == {"page", "robots"}
+        assert {k for (k,) in kinds_fetched} == {"page", "robots", "sitemap"}
 
 
 def test_dbt_tests_are_passing_asset_checks(

@@ -102,7 +102,7 @@ def test_every_reachable_allowed_page_fetched_exactly_once(crawled: dict[str, An
     counts = Counter((e["host"], e["path"]) for e in pages)
     assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
     fetched = {normalize_url(e["origin"] + e["path"]) for e in pages if e["status"] == 200}
-    assert fetched == web.reachable(MAX_DEPTH)
+    assert fetched == web.crawlable(MAX_DEPTH) | web.sitemap_urls()  # robots.txt names them
 
 
 def _article_text(html: str) -> tuple[str, str]:
@@ -115,7 +115,7 @@ def _article_text(html: str) -> tuple[str, str]:
 def test_documents_hold_the_extracted_text_of_known_pages(crawled: dict[str, Any]) -> None:
     web, cfg = crawled["web"], crawled["cfg"]
     docs = pl.read_delta(str(Path(cfg.lake_path) / "crawl" / "documents"))
-    assert docs.height == len(web.reachable(MAX_DEPTH))
+    assert docs.height == len(web.crawlable(MAX_DEPTH))
     by_url = {r["url"]: r for r in docs.iter_rows(named=True)}
     for host in web.hosts:
         for path in web.pages(host)[:3]:

@@ -91,6 +91,8 @@ class Scope(_Section):
     """URLs per origin that differ only in their digits (path_pattern_cap)."""
     max_calendar_urls: int = Field(d.MAX_CALENDAR_URLS, ge=1)
     """URLs per origin that differ only in a date, such as calendar pages (calendar_cap)."""
+    bloom_prefilter: int = Field(0, ge=0)
+    """Known-URL Bloom prefilter sized for this many URLs (0: off); "maybe" is always checked."""
 
     @field_validator("allowed_hosts", "allowed_domains", "session_params", "page_params")
     @classmethod

@@ -44,7 +44,8 @@ class Engine:
             aging_per_hour=politeness.aging_per_hour, resolve=tuple(cfg.resolve.items()),
         )  # fmt: skip
         scope = cfg.scope
-        caps = TrapCaps(scope.max_query_variants, scope.max_pattern_urls, scope.max_calendar_urls)
+        caps = TrapCaps(scope.max_query_variants, scope.max_pattern_urls, scope.max_calendar_urls,
+                        scope.bloom_prefilter)  # fmt: skip
         store = open_store(cfg.coordination, policy, scope.max_pages_per_origin, caps)
         return cls(cfg, store, BodyStore(cfg.bodies_path), Lake(cfg.lake_path))
 

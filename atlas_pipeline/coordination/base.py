@@ -62,6 +62,7 @@ class TrapCaps:
     query_variants: int = 100  # worded query strings per path and key set (facets, searches)
     pattern_urls: int = 5000  # URLs per digit pattern (/item?id=9, /page/9)
     calendar_urls: int = 36  # URLs per digit pattern whose digits are a date (calendars)
+    bloom_capacity: int = 0  # > 0: a Bloom prefilter of known URLs this large (a speed aid)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rbloom import Bloom
+
 from ..errors import CoordinationError, StaleAttempt, StoreUnavailable
 from ..politeness import bucket_of, class_of, decayed, over_quota
 from ..reasons import Reason
@@ -88,6 +90,7 @@ class SqliteStore:
     ) -> None:
         self.default_policy = default_policy
         self.caps = caps or TrapCaps()
+        self._bloom: Bloom | None = None
         self.cycle_budget = cycle_budget  # URLs queued per origin per cycle
         self._local = threading.local()
         self._policies: dict[tuple[str, int], RobotsPolicy] = {}
@@ -271,7 +274,7 @@ class SqliteStore:
         counts = self._admitted_counts(c, {x.origin for x in cands}, cycle) if cycle else {}
         # Three statements for the whole batch (known? insert-if-absent, counters), not one
         # round trip per link: a page offers ~17 links and PostgreSQL is a network hop away.
-        known = self._known_urls(c, [x.url for x in cands])
+        known = self._known_urls(c, self._maybe_known(c, [x.url for x in cands]))
         decisions = [Reason.ALREADY_KNOWN.value] * len(cands)
         planned: dict[str, tuple[int, str, str | None, str]] = {}
         rows = []
@@ -302,6 +305,8 @@ class SqliteStore:
                 x.kind,
             ))  # fmt: skip
         inserted = self._insert_urls(c, rows)
+        if self._bloom is not None:
+            self._bloom.update(inserted)
         for url, (i, reason, queued_cycle, origin) in planned.items():
             if url in inserted:
                 decisions[i] = reason
@@ -351,6 +356,17 @@ class SqliteStore:
         for kind, key, _, _ in checks:
             counts[(x.origin, kind, key)] += 1
         return None
+
+    def _maybe_known(self, c: Conn, urls: list[str]) -> list[str]:
+        """The URLs worth an exact lookup. With the Bloom prefilter, only its "maybe"s: a
+        "no" can be wrong only for URLs another process added since we loaded it, and those
+        the insert-if-absent still refuses, so a filter answer never drops or duplicates."""
+        if not self.caps.bloom_capacity:
+            return urls
+        if self._bloom is None:
+            self._bloom = Bloom(self.caps.bloom_capacity, 0.01)
+            self._bloom.update(r[0] for r in c.execute("SELECT url FROM urls"))
+        return [u for u in urls if u in self._bloom]
 
     def _known_urls(self, c: Conn, urls: list[str]) -> set[str]:
         known: set[str] = set()

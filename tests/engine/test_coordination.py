@@ -1365,3 +1365,20 @@ def test_trap_caps_bound_calendars_facets_and_numbered_urls(tmp_path: Path) -> N
     assert again[:3] == ["already_known"] * 3 and set(again[3:]) == {"calendar_cap"}
     other = store.discover([cand("https://docs-b.example.test/calendar/2001/1")], CYCLE)
     assert other == ["admitted"]  # caps are per origin
+
+
+def test_the_bloom_prefilter_never_drops_or_duplicates_a_url(tmp_path: Path) -> None:
+    """A prefilter loaded before another process added a URL says "not known" about it: the
+    insert-if-absent still refuses the duplicate, and the decision says so."""
+    from atlas_pipeline.coordination import TrapCaps
+
+    url = _backend_url["url"]
+    mine = open_store(url, OriginPolicy(0.0, 1), 10**6, TrapCaps(bloom_capacity=1000))
+    other = open_store(url, OriginPolicy(0.0, 1), 10**6)
+    first = [f"https://news-a.example.test/{i}" for i in range(10)]
+    assert mine.discover([cand(u) for u in first], CYCLE) == ["admitted"] * 10  # loads the filter
+    other.discover([cand("https://news-a.example.test/late")], CYCLE)
+    again = mine.discover([cand(u) for u in [*first[:3], "https://news-a.example.test/late",
+                                             "https://news-a.example.test/new"]], CYCLE)  # fmt: skip
+    assert again == ["already_known"] * 4 + ["admitted"]
+    assert len([r for r in mine.url_rows(SHARD) if r["url"].endswith("/late")]) == 1

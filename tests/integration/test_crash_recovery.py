@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -121,7 +122,7 @@ def test_a_paused_worker_past_its_lease_has_its_commits_rejected(
     sandbox.log.clear()
     zombie = _start(cfg, tmp_path)
     _wait_for_pages(sandbox, 10)
-    os.killpg(zombie.pid, signal.SIGSTOP)  # holds a lease, frozen
+    _freeze_between_transactions(zombie.pid, tmp_path / "coordination.db")  # holds a lease
     try:
         outcome = _resume_and_check(sandbox, cfg)  # waits out the lease, finishes the work
     finally:
@@ -138,6 +139,25 @@ def test_a_paused_worker_past_its_lease_has_its_commits_rejected(
     assert set(docs["batch_fence"]) == {2}
     assert outcome["repeated"] >= 1  # the stolen URL was fetched again
     engine.close()
+
+
+def _freeze_between_transactions(pid: int, db: Path) -> None:
+    """SIGSTOP the worker at a moment it holds no SQLite write lock: a process frozen inside
+    a transaction blocks every writer of the file, which is another failure than the one
+    this test is about (a lease outliving its worker)."""
+    for _ in range(200):
+        os.killpg(pid, signal.SIGSTOP)
+        probe = sqlite3.connect(db, timeout=0.2)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:
+            os.killpg(pid, signal.SIGCONT)
+            time.sleep(0.02)
+        finally:
+            probe.close()
+    raise AssertionError("the worker never left its transactions")
 
 
 @pytest.fixture(autouse=True)

@@ -1382,3 +1382,41 @@ def test_the_bloom_prefilter_never_drops_or_duplicates_a_url(tmp_path: Path) -> 
                                              "https://news-a.example.test/new"]], CYCLE)  # fmt: skip
     assert again == ["already_known"] * 4 + ["admitted"]
     assert len([r for r in mine.url_rows(SHARD) if r["url"].endswith("/late")]) == 1
+
+
+def _discover_in_process(url: str, urls: list[str], seed: int, go: str) -> list[str]:
+    import random as _random
+    from pathlib import Path as _Path
+
+    store = open_store(url, OriginPolicy(0.0, 1), 10**6)
+    mine = list(urls)
+    _random.Random(seed).shuffle(mine)
+    while not _Path(go).exists():  # start together
+        time.sleep(0.005)
+    decisions = []
+    for i in range(0, len(mine), 20):
+        decisions += store.discover([cand(u) for u in mine[i : i + 20]], CYCLE)
+    store.close()
+    return decisions
+
+
+def test_concurrent_discovery_from_processes_stores_each_url_once(tmp_path: Path) -> None:
+    """Four processes offer the same 300 URLs at once, each in its own order: every URL is
+    stored once and admitted exactly once in total; the others hear already_known."""
+    import multiprocessing
+
+    urls = [f"https://o{i % 7}.example.test/p/{i}" for i in range(300)]
+    make_store(tmp_path).close()  # migrated before the race
+    go = tmp_path / "go"
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        pending = [pool.apply_async(_discover_in_process, (_backend_url["url"], urls, s, str(go)))
+                   for s in range(4)]  # fmt: skip
+        time.sleep(1.0)  # the workers import and open their stores
+        go.touch()
+        results = [p.get(timeout=120) for p in pending]
+    assert sum(r.count("admitted") for r in results) == len(urls)
+    assert all(set(r) <= {"admitted", "already_known"} for r in results)
+    store = make_store(tmp_path)
+    rows = [r["url"] for r in store.url_rows(SHARD)]
+    assert sorted(rows) == sorted(urls)

@@ -533,7 +533,7 @@ class FetchBatch:
         base = lease.url
         if parsed["base_href"]:
             try:
-                base = normalize(parsed["base_href"], lease.url)
+                base = normalize(parsed["base_href"], lease.url, self.guard.tracking)
             except BadUrl:
                 base = lease.url
         links = self.guard.page_links(parsed["links"], base, lease.url, lease.depth,
@@ -643,7 +643,7 @@ class FetchBatch:
             if resp.status not in REDIRECTS or "location" not in resp.headers:
                 return resp
             try:
-                url = normalize(resp.headers["location"], url)
+                url = normalize(resp.headers["location"], url, self.guard.tracking)
             except BadUrl:
                 return resp
             if url in seen:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import defaults as d
 from .errors import ConfigError
+from .urls import BadUrl, TrackingParams, TrackingPolicy, canonical_host, host_of, normalize
 
 ENV_CONFIG = "ATLAS_CONFIG"
 ENV_DATA_DIR = "ATLAS_DATA_DIR"
@@ -94,10 +95,44 @@ class Scope(_Section):
     bloom_prefilter: int = Field(0, ge=0)
     """Known-URL Bloom prefilter sized for this many URLs (0: off); "maybe" is always checked."""
 
-    @field_validator("allowed_hosts", "allowed_domains", "session_params", "page_params")
+    @field_validator("allowed_hosts", "allowed_domains")
     @classmethod
-    def _lower_hosts(cls, hosts: list[str]) -> list[str]:
-        return [h.strip().lower().rstrip(".") for h in hosts]
+    def _canonical_hosts(cls, hosts: list[str]) -> list[str]:
+        # spelled as normalized URLs spell them: 'Bücher.example' must match xn--bcher-kva
+        out = []
+        for h in hosts:
+            try:
+                out.append(canonical_host(h.strip()))
+            except BadUrl as exc:
+                raise ValueError(f"{h!r} is not a host name: {exc}") from None
+        return out
+
+    @field_validator("session_params", "page_params")
+    @classmethod
+    def _lower_keys(cls, keys: list[str]) -> list[str]:
+        return [k.strip().lower() for k in keys]
+
+
+class TrackingOverride(_Section):
+    """One origin's changes to the tracking list."""
+
+    add: list[str] = Field(default_factory=list)
+    """More query keys to drop on this origin."""
+    add_prefixes: list[str] = Field(default_factory=list)
+    """More key prefixes to drop on this origin."""
+    keep: list[str] = Field(default_factory=list)
+    """Keys this origin needs, never dropped here even if listed."""
+
+
+class UrlIdentity(_Section):
+    """Which query parameters are dropped from URLs because they only track the visitor."""
+
+    tracking_params: list[str] = Field(default_factory=lambda: list(d.TRACKING_PARAMS))
+    """Query keys dropped from every URL (compared case-insensitively)."""
+    tracking_prefixes: list[str] = Field(default_factory=lambda: list(d.TRACKING_PREFIXES))
+    """Query key prefixes dropped from every URL."""
+    per_origin: dict[str, TrackingOverride] = Field(default_factory=dict)
+    """Per-origin changes, keyed by origin (e.g. https://shop.example)."""
 
 
 class Limits(_Section):
@@ -208,6 +243,8 @@ class CrawlConfig(_Section):
     """Per-fetch bounds."""
     robots: Robots = Field(default_factory=Robots)
     """robots.txt handling."""
+    url_identity: UrlIdentity = Field(default_factory=UrlIdentity)
+    """Tracking parameters dropped from URLs, per origin if need be."""
     discovery: Discovery = Field(default_factory=Discovery)
     """Sitemaps, partner feed, path-ascending discovery."""
     dns: Dns = Field(default_factory=Dns)
@@ -287,7 +324,23 @@ class CrawlConfig(_Section):
 
     @property
     def seed_hosts(self) -> list[str]:
-        return sorted({(urlsplit(s).hostname or "").lower() for s in self.seeds})
+        return sorted({host_of(normalize(s)) for s in self.seeds})
+
+    def tracking_policy(self) -> TrackingPolicy:
+        """The tracking lists of url_identity, ready for normalize()."""
+        ident = self.url_identity
+        base = TrackingParams(
+            frozenset(p.lower() for p in ident.tracking_params), tuple(ident.tracking_prefixes)
+        )
+        per_origin = {
+            o: base.amended(v.add, v.add_prefixes, v.keep) for o, v in ident.per_origin.items()
+        }
+        try:
+            return TrackingPolicy(base, per_origin)
+        except BadUrl as exc:
+            raise ConfigError(
+                f"url_identity.per_origin: {exc}; keys are origins such as https://shop.example"
+            ) from None
 
     @property
     def scope_hosts(self) -> frozenset[str]:

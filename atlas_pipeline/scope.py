@@ -15,7 +15,14 @@ from .reasons import Reason
 from .robots import RobotsPolicy
 from .sitemaps import Sitemap
 from .traps import page_number, repeats_segments, strip_session_ids
-from .urls import BadUrl, normalize, origin_of, registrable_domain, shard_of
+from .urls import (
+    BadUrl,
+    UncrawlableScheme,
+    normalize,
+    origin_of,
+    registrable_domain,
+    shard_of,
+)
 
 
 def priority_for_depth(depth: int) -> float:
@@ -82,6 +89,7 @@ class ScopeGuard:
     def __init__(self, cfg: CrawlConfig) -> None:
         self.cfg = cfg
         self.hosts = cfg.scope_hosts
+        self.tracking = cfg.tracking_policy()
         self.domains = frozenset(cfg.scope.allowed_domains)
         self.session_params = frozenset(cfg.scope.session_params)
         self.page_params = frozenset(cfg.scope.page_params)
@@ -98,10 +106,10 @@ class ScopeGuard:
     ) -> Judgement:
         """Decide one link found at `depth` on `source` (resolved against `base`)."""
         try:
-            url = normalize(href, base)
+            url = normalize(href, base, self.tracking)
         except BadUrl as exc:
-            scheme_problem = "scheme" in str(exc)
-            rejected = Reason.SCHEME_NOT_ALLOWED if scheme_problem else Reason.BAD_URL
+            bad_scheme = isinstance(exc, UncrawlableScheme)
+            rejected = Reason.SCHEME_NOT_ALLOWED if bad_scheme else Reason.BAD_URL
             return Judgement(None, rejected.value, None)
         if len(url) > self.cfg.scope.max_url_length:
             return Judgement(url, Reason.URL_TOO_LONG.value, None)

@@ -261,3 +261,34 @@ def test_dump_round_trips(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path / "crawl.yaml", {"shards": 3, "seeds": ["https://a.test/"]}))
     again = load_config(write(tmp_path / "dumped.yaml", dump_config(cfg)))
     assert again == cfg
+
+
+def test_hosts_in_the_config_are_spelled_as_normalized_urls_spell_them(tmp_path: Path) -> None:
+    from atlas_pipeline.config import config_from_mapping
+
+    raw = {"seeds": ["https://Bücher.example/x"],
+           "scope": {"allowed_hosts": ["Straße.de.", "0x7f.1"], "allowed_domains": ["ÖBB.at"]}}  # fmt: skip
+    cfg = config_from_mapping(raw, base_dir=tmp_path)
+    assert cfg.seed_hosts == ["xn--bcher-kva.example"]
+    assert cfg.scope.allowed_hosts == ["xn--strae-oqa.de", "127.0.0.1"]
+    assert cfg.scope.allowed_domains == ["xn--bb-eka.at"]
+    with pytest.raises(ConfigError, match="allowed_hosts"):
+        config_from_mapping({"scope": {"allowed_hosts": ["exa mple.test"]}}, base_dir=tmp_path)
+
+
+def test_tracking_lists_are_configurable_per_origin(tmp_path: Path) -> None:
+    from atlas_pipeline.config import config_from_mapping
+    from atlas_pipeline.scope import ScopeGuard
+
+    raw = {"seeds": ["https://shop.example/", "https://other.example/"],
+           "url_identity": {"per_origin": {"https://Shop.example": {"add": ["ref"], "keep": ["fbclid"]}}}}  # fmt: skip
+    guard = ScopeGuard(config_from_mapping(raw, base_dir=tmp_path))
+    base = "https://shop.example/"
+    assert guard.judge("/a?ref=1&fbclid=2&utm_source=x&q=1", base, 1, base).url == (
+        "https://shop.example/a?fbclid=2&q=1"
+    )
+    other = "https://other.example/"
+    assert guard.judge("/a?ref=1&fbclid=2", other, 1, other).url == "https://other.example/a?ref=1"
+    bad = {"url_identity": {"per_origin": {"not an origin": {"add": ["x"]}}}}
+    with pytest.raises(ConfigError, match="per_origin"):
+        config_from_mapping(bad, base_dir=tmp_path).tracking_policy()

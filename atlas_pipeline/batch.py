@@ -537,7 +537,7 @@ class FetchBatch:
             except BadUrl:
                 base = lease.url
         links = self.guard.page_links(parsed["links"], base, lease.url, lease.depth,
-                                      self._policies.get(lease.origin))  # fmt: skip
+                                      self._policies.get(lease.origin), parsed["canonical"])  # fmt: skip
         ext = parsed["extraction"]
         record = self._record(lease, resp, Reason.FETCHED.value, body_key=key)
         document = {

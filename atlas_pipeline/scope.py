@@ -42,6 +42,7 @@ def priority_from_hints(
 
 
 RECENT_S = 7 * 86_400.0  # a <lastmod> this recent raises an entry's priority
+CANONICAL_PRIORITY = 0.95  # a URL a page names as its rel=canonical is queued this high
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,28 +214,35 @@ class ScopeGuard:
         source: str,
         depth: int,
         robots: RobotsPolicy | None,
+        canonical: str | None = None,
     ) -> list[tuple[dict[str, Any], Candidate | None]]:
-        """One row per distinct target of a page (first occurrence), with its candidate."""
+        """One row per distinct target of a page (first occurrence), with its candidate. A
+        rel=canonical target comes first, as a hint: recorded (kind "canonical") and queued
+        with a raised priority, never merged with this page on its say-so."""
         seen: set[str] = set()
         out: list[tuple[dict[str, Any], Candidate | None]] = []
-        found = [(href, anchor, nofollow, "link") for href, anchor, nofollow in links]
+        found = [(canonical, "", False, "canonical")] if canonical else []
+        found += [(href, anchor, nofollow, "link") for href, anchor, nofollow in links]
         if self.cfg.discovery.path_ascending:
             found += [(parent, "", False, "ascend") for parent in parent_paths(source)]
         for href, anchor, nofollow, kind in found:
             j = self.judge(href, base, depth + 1, source, nofollow, robots)
             key = j.url or href
-            if key in seen:
+            if key in seen or (kind == "canonical" and key == source):  # self-canonical: no news
                 continue
             seen.add(key)
+            cand = j.candidate
+            if kind == "canonical" and cand is not None:
+                cand = replace(cand, priority=max(cand.priority, CANONICAL_PRIORITY))
             row = {
                 "href": href,
                 "url": j.url,
-                "target_origin": j.candidate.origin if j.candidate else None,
+                "target_origin": cand.origin if cand else None,
                 "anchor": anchor,
                 "nofollow": nofollow,
                 "depth": depth + 1,
                 "reason": j.reason,
                 "kind": kind,
             }
-            out.append((row, j.candidate))
+            out.append((row, cand))
         return out

@@ -60,11 +60,14 @@ def prefill(path: Path, existing: int) -> None:
     open_store(f"sqlite:///{path}", OriginPolicy(0.0, 1), 10**9).close()
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode = WAL")
-    rows = ((url_of(i), url_of(i), f"https://site-{i % ORIGINS}.example.test:443", 0, 1, 0.5,
-             "discovered", "admitted", 0.0) for i in range(existing))  # fmt: skip
+    from atlas_pipeline.traps import trap_keys
+
+    rows = ((u, u, f"https://site-{i % ORIGINS}.example.test:443", 0, 1, 0.5, "discovered",
+             "admitted", 0.0, k.pattern, k.query_key)
+            for i in range(existing) for u in [url_of(i)] for k in [trap_keys(u)])  # fmt: skip
     con.executemany(
         "INSERT INTO urls (url, discovered_url, origin, shard, depth, priority, state, reason,"
-        " discovered_at) VALUES (?,?,?,?,?,?,?,?,?)",
+        " discovered_at, trap_pattern, trap_query) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         rows,
     )
     con.commit()

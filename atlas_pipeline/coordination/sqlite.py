@@ -177,12 +177,20 @@ class SqliteStore:
                 [(_domain_of(r[0]), r[0]) for r in missing.fetchall()],
             )
             self._regroup(c)
-            c.executemany(  # trap keys of URLs from before migration 11
-                "UPDATE urls SET trap_pattern = ?, trap_query = ? WHERE seq = ?",
-                [(k.pattern, k.query_key, r[0]) for r in c.execute(
-                    "SELECT seq, url FROM urls WHERE trap_pattern IS NULL").fetchall()
-                 for k in [trap_keys(r[1])]],
-            )  # fmt: skip
+            self._backfill_trap_keys(c)
+
+    def _backfill_trap_keys(self, c: Conn) -> None:
+        """Trap keys of URLs from before migration 11, computed in Python once (a settings
+        mark spares every later open the scan)."""
+        if c.execute("SELECT 1 FROM store_settings WHERE key = 'trap_keys'").fetchone():
+            return
+        c.executemany(
+            "UPDATE urls SET trap_pattern = ?, trap_query = ? WHERE seq = ?",
+            [(k.pattern, k.query_key, r[0]) for r in c.execute(
+                "SELECT seq, url FROM urls WHERE trap_pattern IS NULL").fetchall()
+             for k in [trap_keys(r[1])]],
+        )  # fmt: skip
+        c.execute("INSERT INTO store_settings VALUES ('trap_keys', 'done')")
 
     def _regroup(self, c: Conn) -> None:
         """Buckets and fairness classes follow the config: recompute them when it changed."""

@@ -103,3 +103,15 @@ def test_the_guard_drops_session_ids_and_allows_registrable_domains(tmp_path: Pa
     assert judged.candidate is not None and judged.candidate.discovered_url == "/x?sid=42&q=1"
     assert g.judge("http://other.example.test/", base, 1, base).reason == "admitted"
     assert g.judge("http://example.org/", base, 1, base).reason == "host_not_allowed"
+
+
+def test_a_canonical_hint_is_recorded_and_raises_priority_without_merging(tmp_path: Path) -> None:
+    g = guard(tmp_path)
+    page = "http://a.example.test/story?ref=home"
+    rows = g.page_links([("/other", "", False)], page, page, 3, None, "/story")
+    (canon, canon_cand), (link, link_cand) = rows
+    assert canon["kind"] == "canonical" and canon["url"] == "http://a.example.test/story"
+    assert canon_cand is not None and canon_cand.priority == 0.95  # a depth-4 link gets 0.6
+    assert link["kind"] == "link" and link_cand is not None and link_cand.priority < 0.95
+    itself = g.page_links([], page, page, 3, None, page)
+    assert itself == []  # naming itself tells nothing

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -60,14 +61,15 @@ def prefill(path: Path, existing: int) -> None:
     open_store(f"sqlite:///{path}", OriginPolicy(0.0, 1), 10**9).close()
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode = WAL")
+    from atlas_pipeline.coordination.sqlite import url_digest
     from atlas_pipeline.traps import trap_keys
 
     rows = ((u, u, f"https://site-{i % ORIGINS}.example.test:443", 0, 1, 0.5, "discovered",
-             "admitted", 0.0, k.pattern, k.query_key)
+             "admitted", 0.0, k.pattern, k.query_key, url_digest(u))
             for i in range(existing) for u in [url_of(i)] for k in [trap_keys(u)])  # fmt: skip
     con.executemany(
         "INSERT INTO urls (url, discovered_url, origin, shard, depth, priority, state, reason,"
-        " discovered_at, trap_pattern, trap_query) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        " discovered_at, trap_pattern, trap_query, url_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         rows,
     )
     con.commit()
@@ -101,12 +103,13 @@ def main() -> None:
     print(f"normalize + scope guard: {scope_throughput(200_000):,.0f} URLs/s (one core)")
     with tempfile.TemporaryDirectory() as tmp:
         results = {}
+        first = Path(tmp) / "plain.db"
+        t0 = time.perf_counter()
+        prefill(first, args.existing)
+        print(f"  prefilled {args.existing:,} URLs in {time.perf_counter() - t0:.0f} s")
+        shutil.copyfile(first, Path(tmp) / "bloom.db")  # the same catalogue for both
         for label, bloom in (("plain", 0), ("bloom", args.existing + 2 * args.links)):
-            db = Path(tmp) / f"{label}.db"
-            t0 = time.perf_counter()
-            prefill(db, args.existing)
-            print(f"  prefilled {args.existing:,} URLs in {time.perf_counter() - t0:.0f} s")
-            results[label] = merge(db, args.links, args.existing, bloom)
+            results[label] = merge(Path(tmp) / f"{label}.db", args.links, args.existing, bloom)
         base = results["plain"][0]
         print(f"merge {args.links:,} discovered links (half known) into {args.existing:,} URLs:")
         for label, (took, admitted) in results.items():

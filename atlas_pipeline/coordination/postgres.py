@@ -19,7 +19,7 @@ import psycopg
 
 from ..errors import CoordinationError, StoreUnavailable
 from .base import Lease, OriginPolicy, Outcome, TrapCaps
-from .sqlite import SqliteStore
+from .sqlite import SqliteStore, url_digest
 
 _CLAIM_LOCK = 0x41544C53  # advisory lock class "ATLS"; the shard number is the second key
 
@@ -27,11 +27,11 @@ _CLAIM_LOCK = 0x41544C53  # advisory lock class "ATLS"; the shard number is the 
 _INSERT_URLS = """
     INSERT INTO urls (url, discovered_url, origin, shard, depth, priority, state, reason, cycle,
                       robots_version, source, discovered_cycle, discovered_at, redirect_chain,
-                      trap_pattern, trap_query, kind)
+                      trap_pattern, trap_query, kind, url_hash)
     SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::int[],
                          %s::float8[], %s::text[], %s::text[], %s::text[], %s::int[],
                          %s::text[], %s::text[], %s::float8[], %s::text[], %s::text[],
-                         %s::text[], %s::text[])
+                         %s::text[], %s::text[], %s::int8[])
     ON CONFLICT DO NOTHING RETURNING url"""
 
 _APPLY = """
@@ -222,8 +222,9 @@ class PostgresStore(SqliteStore):
         return [(x.url, x.fence) in done for x, _ in results]
 
     def _known_urls(self, c: Any, urls: list[str]) -> set[str]:
-        cur = c.raw.execute("SELECT url FROM urls WHERE url = ANY(%s)", (urls,))
-        return {r[0] for r in cur.fetchall()}
+        digests = sorted({url_digest(u) for u in urls})
+        cur = c.raw.execute("SELECT url, url_hash FROM urls WHERE url_hash = ANY(%s)", (digests,))
+        return self._confirmed([(r[0], int(r[1])) for r in cur.fetchall()], urls)
 
     def _insert_urls(self, c: Any, rows: list[tuple[Any, ...]]) -> set[str]:
         """Insert-if-absent as one statement over arrays: a VALUES list of thousands of

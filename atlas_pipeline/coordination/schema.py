@@ -217,4 +217,16 @@ MIGRATIONS.append(
     (12, ["ALTER TABLE urls ADD COLUMN kind TEXT NOT NULL DEFAULT 'page'"])
 )
 
+MIGRATIONS.append(
+    # Exact dedupe looks URLs up by a 64-bit digest (a small integer index) and compares the
+    # full strings it finds; the unique index on the string still decides every insert.
+    (
+        13,
+        [
+            "ALTER TABLE urls ADD COLUMN url_hash BIGINT",  # 64 bits on both backends
+            "CREATE INDEX urls_hash ON urls (url_hash)",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import socket
 import sqlite3
@@ -46,7 +47,7 @@ Conn = Any  # sqlite3.Connection, or postgres.py's adapter with the same execute
 Row = Any  # sqlite3.Row, or postgres.py's row with the same [name] / [index] access
 
 _POLL_S = 0.25  # how soon to look again when another worker holds the only free slot
-_BATCH = 200  # rows per multi-row statement (17 parameters a URL row)
+_BATCH = 200  # rows per multi-row statement (18 parameters a URL row)
 _INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
     (fetch_id, cycle, shard, url, fence, record, links, document, body_key)
     VALUES (?,?,?,?,?,?,?,?,?)"""
@@ -91,6 +92,7 @@ class SqliteStore:
         self.default_policy = default_policy
         self.caps = caps or TrapCaps()
         self._bloom: Bloom | None = None
+        self.digest_collisions = 0  # lookups where another URL shared the digest
         self.cycle_budget = cycle_budget  # URLs queued per origin per cycle
         self._local = threading.local()
         self._policies: dict[tuple[str, int], RobotsPolicy] = {}
@@ -178,6 +180,17 @@ class SqliteStore:
             )
             self._regroup(c)
             self._backfill_trap_keys(c)
+            self._backfill_url_digests(c)
+
+    def _backfill_url_digests(self, c: Conn) -> None:
+        if c.execute("SELECT 1 FROM store_settings WHERE key = 'url_hash'").fetchone():
+            return
+        c.executemany(
+            "UPDATE urls SET url_hash = ? WHERE seq = ?",
+            [(url_digest(r[1]), r[0]) for r in c.execute(
+                "SELECT seq, url FROM urls WHERE url_hash IS NULL").fetchall()],
+        )  # fmt: skip
+        c.execute("INSERT INTO store_settings VALUES ('url_hash', 'done')")
 
     def _backfill_trap_keys(self, c: Conn) -> None:
         """Trap keys of URLs from before migration 11, computed in Python once (a settings
@@ -310,7 +323,7 @@ class SqliteStore:
                 x.url, x.discovered_url, x.origin, x.shard, x.depth, x.priority,
                 state, reason, queued_cycle, x.robots_version, x.source, cycle, now,
                 json.dumps(x.via) if x.via else None, keys[x.url].pattern, keys[x.url].query_key,
-                x.kind,
+                x.kind, url_digest(x.url),
             ))  # fmt: skip
         inserted = self._insert_urls(c, rows)
         if self._bloom is not None:
@@ -377,26 +390,39 @@ class SqliteStore:
         return [u for u in urls if u in self._bloom]
 
     def _known_urls(self, c: Conn, urls: list[str]) -> set[str]:
-        known: set[str] = set()
-        for i in range(0, len(urls), _BATCH):
-            part = urls[i : i + _BATCH]
+        """Exact: looked up by digest, confirmed on the full string (a digest collision is
+        counted and never taken for a match)."""
+        digests = sorted({url_digest(u) for u in urls})
+        found: list[tuple[str, int]] = []
+        for i in range(0, len(digests), _BATCH):
+            part = digests[i : i + _BATCH]
             marks = ",".join("?" * len(part))
-            known.update(
-                r[0] for r in c.execute(f"SELECT url FROM urls WHERE url IN ({marks})", part)
-            )
-        return known
+            found += [(r[0], int(r[1])) for r in c.execute(
+                f"SELECT url, url_hash FROM urls WHERE url_hash IN ({marks})", part)]  # fmt: skip
+        return self._confirmed(found, urls)
+
+    def _confirmed(self, found: list[tuple[str, int]], urls: list[str]) -> set[str]:
+        """The URLs of `urls` that `found` (url, digest) rows hold; a row whose digest was
+        asked for by another URL is a collision: counted, never a match."""
+        asked: dict[int, set[str]] = {}
+        for u in urls:
+            asked.setdefault(url_digest(u), set()).add(u)
+        self.digest_collisions += sum(u not in asked.get(h, ()) for u, h in found)
+        wanted = set(urls)
+        return {u for u, _ in found if u in wanted}
 
     def _insert_urls(self, c: Conn, rows: list[tuple[Any, ...]]) -> set[str]:
         """Insert-if-absent; the URLs this statement actually inserted."""
         inserted: set[str] = set()
         for i in range(0, len(rows), _BATCH):
             part = rows[i : i + _BATCH]
-            values = ",".join(["(" + ",".join("?" * 17) + ")"] * len(part))
+            values = ",".join(["(" + ",".join("?" * 18) + ")"] * len(part))
             params = [v for row in part for v in row]
             cur = c.execute(
                 "INSERT OR IGNORE INTO urls (url, discovered_url, origin, shard, depth, priority, "
                 "state, reason, cycle, robots_version, source, discovered_cycle, discovered_at, "
-                f"redirect_chain, trap_pattern, trap_query, kind) VALUES {values} RETURNING url",
+                "redirect_chain, trap_pattern, trap_query, kind, url_hash) "
+                f"VALUES {values} RETURNING url",
                 params,
             )
             inserted.update(r[0] for r in cur.fetchall())
@@ -1081,6 +1107,11 @@ def _has_capacity(origin: Row, now: float) -> bool:
     if robots_busy and origin["robots_expires_at"] <= now:
         return False
     return bool(origin["in_flight"] + int(robots_busy) < origin["max_in_flight"])
+
+
+def url_digest(url: str) -> int:
+    """64 bits of SHA-256 as a signed integer (both backends' INTEGER/BIGINT)."""
+    return int.from_bytes(hashlib.sha256(url.encode("utf-8")).digest()[:8], "big", signed=True)
 
 
 def _trap_key(keys: TrapKeys, kind: str) -> str | None:

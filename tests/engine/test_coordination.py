@@ -1420,3 +1420,20 @@ def test_concurrent_discovery_from_processes_stores_each_url_once(tmp_path: Path
     store = make_store(tmp_path)
     rows = [r["url"] for r in store.url_rows(SHARD)]
     assert sorted(rows) == sorted(urls)
+
+
+def test_urls_are_found_by_digest_and_confirmed_on_the_full_string(tmp_path: Path) -> None:
+    """A digest collision (forced here: SHA-256 gives none to find) is counted and never
+    taken for a match: the colliding URL is still admitted."""
+    from atlas_pipeline.coordination.sqlite import url_digest
+
+    store = make_store(tmp_path)
+    assert isinstance(store, SqliteStore)
+    a, b = "https://news-a.example.test/a", "https://news-a.example.test/b"
+    assert store.discover([cand(a)], CYCLE) == ["admitted"]
+    with store._tx() as c:
+        c.execute("UPDATE urls SET url_hash = ? WHERE url = ?", (url_digest(b), a))
+    assert store.discover([cand(b), cand(a)], CYCLE) == ["admitted", "already_known"]
+    assert store.digest_collisions == 1
+    rows = [r["url"] for r in store.url_rows(SHARD)]
+    assert sorted(rows) == [a, b]

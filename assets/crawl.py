@@ -7,7 +7,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from atlas_pipeline.crawl import export_urls, fetch_shard, plan_frontier
+from atlas_pipeline.crawl import cluster_documents, export_urls, fetch_shard, plan_frontier
 from atlas_pipeline.lake import frame
 from atlas_pipeline.urls import shard_key
 from resources.config import AtlasCrawl
@@ -20,6 +20,7 @@ FETCHES = dg.AssetKey(["crawl", "fetches"])
 DOCUMENTS = dg.AssetKey(["crawl", "documents"])
 LINKS = dg.AssetKey(["crawl", "links"])
 URLS = dg.AssetKey(["crawl", "urls"])
+DEDUPE_CLUSTERS = dg.AssetKey(["crawl", "dedupe_clusters"])
 
 
 def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetsDefinition]:
@@ -130,7 +131,25 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
             )
         )
 
-    return [frontier, fetch_batch, urls]
+    @dg.asset(
+        key=DEDUPE_CLUSTERS,
+        deps=[DOCUMENTS],
+        partitions_def=partitions,
+        group_name="crawl",
+        kinds={"delta"},
+    )
+    def dedupe_clusters(
+        context: dg.AssetExecutionContext, atlas: AtlasCrawl
+    ) -> dg.MaterializeResult:
+        """Each document's content id (exact text) and near-duplicate cluster label, with the
+        threshold and method that decided it. Labels only: every document is kept."""
+        cycle, shard = cycle_and_shard(context)
+        with atlas.open() as engine:
+            written = cluster_documents(engine, cycle, shard)
+            df = engine.lake.read_partition("dedupe_clusters", cycle, shard_key(shard))
+        return dg.MaterializeResult(metadata=table_metadata(written, _dedupe_meta(df)))
+
+    return [frontier, fetch_batch, urls, dedupe_clusters]
 
 
 TRAP_REASONS = ("calendar_cap", "query_variant_cap", "path_pattern_cap", "pagination_cap",
@@ -149,6 +168,23 @@ def _link_meta(links: pl.DataFrame) -> dict[str, Any]:
     return {
         "reasons": dg.MetadataValue.json(counts(links["reason"].to_list())),
         "trap_cuts": frame_table(cuts) if cuts.height else dg.MetadataValue.text("none"),
+    }
+
+
+def _dedupe_meta(df: pl.DataFrame) -> dict[str, Any]:
+    """URLs, distinct documents and near-duplicate clusters: the dedupe ratio at a glance."""
+    urls, documents = df.height, df["document_id"].n_unique()
+    clusters = df["cluster_id"].n_unique()
+    groups = (
+        df.group_by("cluster_id").agg(pl.len().alias("urls"), pl.col("url").first().alias("example"))
+        .filter(pl.col("urls") > 1).sort("urls", descending=True)
+    )  # fmt: skip
+    return {
+        "urls": urls,
+        "documents": documents,
+        "near_duplicate_clusters": clusters,
+        "dedupe_ratio": round(1 - clusters / urls, 4) if urls else 0.0,
+        "largest_clusters": frame_table(groups) if groups.height else dg.MetadataValue.text("none"),
     }
 
 

@@ -188,6 +188,21 @@ class Discovery(_Section):
         return urls
 
 
+class Dedupe(_Section):
+    """Near-duplicate clustering of documents (labels only: every document is kept)."""
+
+    threshold: float = Field(d.DEDUPE_THRESHOLD, gt=0, le=1)
+    """Estimated Jaccard similarity of word shingles that makes two documents candidates."""
+    num_perm: int = Field(d.DEDUPE_NUM_PERM, ge=16, le=1024)
+    """MinHash permutations: more is more precise and slower."""
+    shingle_words: int = Field(d.DEDUPE_SHINGLE_WORDS, ge=1, le=20)
+    """Words per shingle."""
+    volatile_words: int = Field(d.DEDUPE_VOLATILE_WORDS, ge=0)
+    """A differing line this short (or carrying a time) is a box, not the story."""
+    split_urls: list[str] = Field(default_factory=list)
+    """URLs an operator took out of their cluster: each is labelled alone (undoes a merge)."""
+
+
 class Dns(_Section):
     """The egress gate's DNS cache: only validated answers are kept."""
 
@@ -245,6 +260,8 @@ class CrawlConfig(_Section):
     """robots.txt handling."""
     url_identity: UrlIdentity = Field(default_factory=UrlIdentity)
     """Tracking parameters dropped from URLs, per origin if need be."""
+    dedupe: Dedupe = Field(default_factory=Dedupe)
+    """Near-duplicate clustering."""
     discovery: Discovery = Field(default_factory=Discovery)
     """Sitemaps, partner feed, path-ascending discovery."""
     dns: Dns = Field(default_factory=Dns)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from . import failpoints
+from . import dedupe, failpoints
 from .batch import BatchStats, run_batch
 from .bodies import BodyStore
 from .config import CrawlConfig
@@ -148,3 +148,17 @@ def export_urls(engine: Engine, cycle: str, shard: int) -> Written:
     """Write this shard's slice of the URL catalogue as it stands after `cycle`."""
     rows = [{**r, "queued_cycle": r.pop("cycle")} for r in engine.store.url_rows(shard)]
     return engine.lake.write_shard("urls", rows, shard_key(shard), cycle)
+
+
+def cluster_documents(engine: Engine, cycle: str, shard: int) -> Written:
+    """Label this partition's documents with their content id and near-duplicate cluster."""
+    docs = engine.lake.read_partition("documents", cycle, shard_key(shard))
+    cfg = engine.cfg.dedupe
+    settings = dedupe.Settings(cfg.threshold, cfg.num_perm, cfg.shingle_words,
+                               cfg.volatile_words, frozenset(cfg.split_urls))  # fmt: skip
+    rows = dedupe.cluster(
+        [dedupe.Doc(r["url"], r["fetch_id"], r["text_hash"], r["text"] or "")
+         for r in docs.iter_rows(named=True)],
+        settings,
+    )  # fmt: skip
+    return engine.lake.write_partition("dedupe_clusters", rows, cycle, shard_key(shard))

@@ -78,6 +78,10 @@ MAX_REPEATED_SEGMENTS = 2  # /a/a/ is fine, /a/a/a/ is a relative link feeding o
 MAX_QUERY_VARIANTS = 100  # worded query strings per path and key set (facets, searches)
 MAX_PATTERN_URLS = 5000  # URLs per origin that differ only in their digits
 MAX_CALENDAR_URLS = 36  # ... when those digits are dates: three years of months
+DEDUPE_THRESHOLD = 0.8  # MinHash-estimated Jaccard for a near-duplicate candidate
+DEDUPE_NUM_PERM = 128
+DEDUPE_SHINGLE_WORDS = 5
+DEDUPE_VOLATILE_WORDS = 12  # a differing line this short is a box (related links), not the story
 SITEMAP_MAX_BYTES = 50 * 1024 * 1024  # the protocol's own limit for one sitemap, uncompressed
 TRACKING_PREFIXES = ("utm_",)  # any query key starting with these is dropped
 

@@ -61,6 +61,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "url": pl.String, "target_origin": pl.String, "anchor": pl.String, "nofollow": pl.Boolean,
         "depth": pl.Int32, "reason": pl.String, "kind": pl.String, "batch_fence": pl.Int64,
     },
+    "dedupe_clusters": {
+        **KEYS, "url": pl.String, "fetch_id": pl.String, "document_id": pl.String,
+        "cluster_id": pl.String, "similarity": pl.Float64, "threshold": pl.Float64,
+        "method": pl.String,
+    },
 }  # fmt: skip
 PARTITION_BY = {"urls": ["origin_shard"]}
 CHUNK_ROWS = 2000  # rows converted at a time when streaming a partition into Delta

@@ -1,0 +1,122 @@
+"""Content dedupe (seed 000 ch. 12; 003 decision 11): three answers to "have I seen this?".
+
+- Same URL: the catalogue's insert-if-absent (coordination).
+- Same content: the digest of normalized extracted text (`text_hash`) is the document id;
+  every URL with that text maps to it, each row keeping its own provenance.
+- Similar content: MinHash over word shingles, LSH for candidates, then a check that the
+  texts differ only in volatile lines (timestamps, short boxes such as related links). A
+  correction changes a sentence of the story and stays apart, however similar the rest.
+
+Clusters are labels: every member keeps its document, the threshold is recorded on every
+row, and `split_urls` undoes a merge (those URLs are labelled alone).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from datasketch import MinHash, MinHashLSH
+
+METHOD = "minhash-lsh+volatile-lines"
+SPLIT = "split"  # an operator took the URL out of its cluster
+METHODS = (METHOD, SPLIT)
+_WORD = re.compile(r"\w+", re.UNICODE)
+_TIME = re.compile(
+    r"\b(\d{1,2}:\d{2}|\d{4}-\d{2}-\d{2}|updated|published|posted|ago|am|pm|utc|gmt)\b", re.I
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    url: str
+    fetch_id: str
+    text_hash: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    threshold: float = 0.8  # estimated Jaccard of shingles for an LSH candidate
+    num_perm: int = 128
+    shingle: int = 5  # words per shingle
+    volatile_words: int = 12  # a differing line this short counts as a box, not the story
+    split_urls: frozenset[str] = frozenset()  # merges undone by an operator
+
+
+def shingles(text: str, k: int) -> set[bytes]:
+    words = _WORD.findall(text.lower())
+    if len(words) <= k:
+        return {" ".join(words).encode()} if words else set()
+    return {" ".join(words[i : i + k]).encode() for i in range(len(words) - k + 1)}
+
+
+def _lines(text: str) -> set[str]:
+    return {" ".join(_WORD.findall(line.lower())) for line in text.splitlines() if line.strip()}
+
+
+def volatile_only(a: str, b: str, max_words: int) -> bool:
+    """True when every line one text has and the other lacks is volatile: it carries a time
+    or date, or it is a short box (a related-links list, a byline stamp)."""
+    la, lb = _lines(a), _lines(b)
+    return all(
+        _TIME.search(line) or len(line.split()) <= max_words for line in la.symmetric_difference(lb)
+    )
+
+
+def _minhash(text: str, s: Settings) -> MinHash:
+    m = MinHash(num_perm=s.num_perm, seed=1)
+    m.update_batch(list(shingles(text, s.shingle)) or [b""])
+    return m
+
+
+def cluster(docs: Sequence[Doc], s: Settings = Settings()) -> list[dict[str, object]]:
+    """One row per document: its document id (exact content), its near-duplicate cluster
+    label and how it got it."""
+    by_hash: dict[str, Doc] = {}
+    for d in sorted(docs, key=lambda d: (d.text_hash, d.url)):
+        by_hash.setdefault(d.text_hash, d)  # one representative per exact content
+    parent = {h: h for h in by_hash}
+
+    def root(h: str) -> str:
+        while parent[h] != h:
+            parent[h] = parent[parent[h]]
+            h = parent[h]
+        return h
+
+    lsh = MinHashLSH(threshold=s.threshold, num_perm=s.num_perm)
+    hashes = {}
+    for h, d in by_hash.items():
+        if d.url in s.split_urls or not d.text.strip():
+            continue
+        hashes[h] = _minhash(d.text, s)
+        for other in lsh.query(hashes[h]):
+            if volatile_only(d.text, by_hash[other].text, s.volatile_words):
+                a, b = root(h), root(other)
+                parent[max(a, b)] = min(a, b)
+        lsh.insert(h, hashes[h])
+    rows = []
+    for d in docs:
+        alone = d.url in s.split_urls
+        label = d.text_hash if alone else root(d.text_hash)
+        rep = hashes.get(label)
+        similarity = (
+            1.0
+            if label == d.text_hash or rep is None
+            else round(hashes[d.text_hash].jaccard(rep), 4)
+        )
+        rows.append({
+            "url": d.url, "fetch_id": d.fetch_id, "document_id": d.text_hash,
+            "cluster_id": label, "similarity": similarity, "threshold": s.threshold,
+            "method": SPLIT if alone else METHOD,
+        })  # fmt: skip
+    return rows
+
+
+def members(rows: Iterable[dict[str, object]], key: str) -> dict[object, set[object]]:
+    """Group cluster rows' URLs by `key` (document_id or cluster_id)."""
+    out: dict[object, set[object]] = {}
+    for r in rows:
+        out.setdefault(r[key], set()).add(r["url"])
+    return out

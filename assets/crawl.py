@@ -21,6 +21,7 @@ DOCUMENTS = dg.AssetKey(["crawl", "documents"])
 LINKS = dg.AssetKey(["crawl", "links"])
 URLS = dg.AssetKey(["crawl", "urls"])
 DEDUPE_CLUSTERS = dg.AssetKey(["crawl", "dedupe_clusters"])
+INDEX_READY = dg.AssetKey(["crawl", "index_ready"])
 
 
 def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetsDefinition]:
@@ -70,6 +71,13 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
                 description="Every distinct link of every fetched page with its "
                 "admission decision (reason code) and provenance.",
             ),
+            dg.AssetSpec(
+                INDEX_READY,
+                deps=[FRONTIER],
+                kinds={"delta"},
+                description="The indexer outbox: one event per document (deterministic event "
+                "id), written with the documents; the index_delivery sensor sends it on.",
+            ),
         ],
         partitions_def=partitions,
         group_name="crawl",
@@ -105,6 +113,9 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         links = engine.lake.read_partition("links", cycle, shard_key(shard))
         yield dg.MaterializeResult(
             asset_key=LINKS, metadata=table_metadata(result.links, _link_meta(links))
+        )
+        yield dg.MaterializeResult(
+            asset_key=INDEX_READY, metadata=table_metadata(result.index_ready)
         )
 
     @dg.asset(

@@ -12,6 +12,7 @@ from resources.config import AtlasCrawl
 from .checks import build_checks
 from .crawl import build_crawl_assets
 from .partitions import crawl_partitions
+from .sensors import index_delivery
 
 CRAWL_JOB = "crawl_cycle_job"
 
@@ -31,6 +32,7 @@ def build_definitions(
         assets=crawl_assets,
         asset_checks=build_checks(partitions),
         jobs=[job],
+        sensors=[index_delivery],
         resources={"atlas": AtlasCrawl(config_path=config_path, data_dir=data_dir)},
     )
 

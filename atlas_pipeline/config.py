@@ -203,6 +203,15 @@ class Dedupe(_Section):
     """URLs an operator took out of their cluster: each is labelled alone (undoes a merge)."""
 
 
+class Indexer(_Section):
+    """Where the index_delivery sensor sends documents' events."""
+
+    sink: str | None = None
+    """http(s)://host/path (POST {"events": [...]}) or file:///folder (JSON lines); none: off."""
+    batch_size: int = Field(d.INDEX_BATCH_SIZE, ge=1, le=10_000)
+    """Events per request or file."""
+
+
 class Dns(_Section):
     """The egress gate's DNS cache: only validated answers are kept."""
 
@@ -260,6 +269,8 @@ class CrawlConfig(_Section):
     """robots.txt handling."""
     url_identity: UrlIdentity = Field(default_factory=UrlIdentity)
     """Tracking parameters dropped from URLs, per origin if need be."""
+    indexer: Indexer = Field(default_factory=Indexer)
+    """Indexer delivery."""
     dedupe: Dedupe = Field(default_factory=Dedupe)
     """Near-duplicate clustering."""
     discovery: Discovery = Field(default_factory=Discovery)

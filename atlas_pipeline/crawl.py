@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from . import dedupe, failpoints
+from . import dedupe, failpoints, outbox
 from .batch import BatchStats, run_batch
 from .bodies import BodyStore
 from .config import CrawlConfig
@@ -73,13 +73,13 @@ class FetchResult:
     fetches: Written
     documents: Written
     links: Written
+    index_ready: Written
 
     @property
     def superseded_by(self) -> int | None:
         """The newer batch fence that owns the partition, if this run's write was ignored."""
-        return (
-            self.fetches.superseded_by or self.documents.superseded_by or self.links.superseded_by
-        )
+        written = (self.fetches, self.documents, self.links, self.index_ready)
+        return next((w.superseded_by for w in written if w.superseded_by), None)
 
 
 def fetch_shard(
@@ -109,9 +109,10 @@ def fetch_shard(
 
 def write_fetch_partitions(
     engine: Engine, cycle: str, shard: int, fence: int | None = None
-) -> tuple[Written, Written, Written]:
-    """fetches, documents and links of one partition, streamed from committed store records.
-    With a batch fence, a newer run's write of the partition is never overwritten."""
+) -> tuple[Written, Written, Written, Written]:
+    """fetches, documents, links and the indexer outbox (index_ready) of one partition,
+    streamed from committed store records. With a batch fence, a newer run's write of the
+    partition is never overwritten."""
     store, key = engine.store, shard_key(shard)
 
     def fetches() -> Iterator[dict[str, Any]]:
@@ -141,7 +142,10 @@ def write_fetch_partitions(
         lake.write_partition("fetches", fetches, cycle, key, fence),
         lake.write_partition("documents", documents, cycle, key, fence),
         lake.write_partition("links", links, cycle, key, fence),
-    )
+        # after the documents: an event never points at a document the lake lacks
+        lake.write_partition("index_ready", lambda: outbox.upsert_events(documents()), cycle,
+                             key, fence),
+    )  # fmt: skip
 
 
 def export_urls(engine: Engine, cycle: str, shard: int) -> Written:

@@ -78,6 +78,7 @@ MAX_REPEATED_SEGMENTS = 2  # /a/a/ is fine, /a/a/a/ is a relative link feeding o
 MAX_QUERY_VARIANTS = 100  # worded query strings per path and key set (facets, searches)
 MAX_PATTERN_URLS = 5000  # URLs per origin that differ only in their digits
 MAX_CALENDAR_URLS = 36  # ... when those digits are dates: three years of months
+INDEX_BATCH_SIZE = 100  # events per indexer request
 DEDUPE_THRESHOLD = 0.8  # MinHash-estimated Jaccard for a near-duplicate candidate
 DEDUPE_NUM_PERM = 128
 DEDUPE_SHINGLE_WORDS = 5

@@ -61,6 +61,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "url": pl.String, "target_origin": pl.String, "anchor": pl.String, "nofollow": pl.Boolean,
         "depth": pl.Int32, "reason": pl.String, "kind": pl.String, "batch_fence": pl.Int64,
     },
+    "index_ready": {
+        **KEYS, "event_id": pl.String, "action": pl.String, "url": pl.String,
+        "document_id": pl.String, "fetch_id": pl.String, "title": pl.String,
+        "language": pl.String, "extraction_version": pl.String, "fetched_at": TS,
+        "batch_fence": pl.Int64,
+    },
     "dedupe_clusters": {
         **KEYS, "url": pl.String, "fetch_id": pl.String, "document_id": pl.String,
         "cluster_id": pl.String, "similarity": pl.Float64, "threshold": pl.Float64,

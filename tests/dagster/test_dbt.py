@@ -17,6 +17,7 @@ from atlas_pipeline.coordination.base import UrlState
 from atlas_pipeline.crawl import Engine, cluster_documents, export_urls, fetch_shard, plan_frontier
 from atlas_pipeline.dedupe import METHODS
 from atlas_pipeline.lake import SCHEMAS, Lake
+from atlas_pipeline.outbox import DELETE, UPSERT
 from atlas_pipeline.reasons import Reason
 from atlas_pipeline.robots import RobotsStatus
 from atlas_pipeline.sandbox import SandboxServer, SandboxWeb
@@ -29,7 +30,7 @@ from resources.dbt import (
     ensure_manifest,
 )
 
-TABLES = ("urls", "frontier", "fetches", "documents", "links", "dedupe_clusters")
+TABLES = ("urls", "frontier", "fetches", "documents", "links", "dedupe_clusters", "index_ready")
 SCHEMA_YML = DBT_PROJECT_DIR / "models" / "staging" / "schema.yml"
 SOURCES_YML = DBT_PROJECT_DIR / "models" / "sources.yml"
 CYCLE = "c0001"
@@ -49,6 +50,7 @@ EXPECTED_ACCEPTED_VALUES = {
     ("stg_fetches", "reason", "kind = 'robots'"): _values(RobotsStatus),
     ("stg_links", "reason", None): _values(Reason),
     ("stg_dedupe_clusters", "method", None): list(METHODS),
+    ("stg_index_ready", "action", None): [UPSERT, DELETE],
 }
 
 
@@ -175,7 +177,7 @@ def test_models_are_tables_with_the_lake_rows(
             columns = [c[0] for c in con.execute(f"describe main.{model}").fetchall()]
             assert columns == list(SCHEMAS[table])
         # real crawl data, not empty tables
-        for table in ("urls", "fetches", "documents", "links", "dedupe_clusters"):
+        for table in ("urls", "fetches", "documents", "links", "dedupe_clusters", "index_ready"):
             (rows,) = con.execute(f"select count(*) from main.stg_{table}").fetchone() or (0,)
             assert rows > 0, table
         kinds_fetched = con.execute("select distinct kind from main.stg_fetches").fetchall()

@@ -18,7 +18,7 @@ from .bodies import BodyStore
 from .config import CrawlConfig
 from .coordination import BatchLease, CoordinationStore, OriginPolicy, TrapCaps, open_store
 from .lake import Lake, Written
-from .parsing import ExtractorPool
+from .parsing import ExtractorPool, ParserFailure
 from .scope import ScopeGuard
 from .urls import shard_key
 
@@ -166,3 +166,58 @@ def cluster_documents(engine: Engine, cycle: str, shard: int) -> Written:
         settings,
     )  # fmt: skip
     return engine.lake.write_partition("dedupe_clusters", rows, cycle, shard_key(shard))
+
+
+@dataclass(frozen=True)
+class Reextracted:
+    documents: Written
+    index_ready: Written
+    failed: int  # documents whose parse failed again: their previous row is kept
+
+
+def reextract(
+    engine: Engine, cycle: str, shard: int, pool: ExtractorPool | None = None
+) -> Reextracted:
+    """Rebuild a partition's documents and outbox events from the stored bodies with the
+    current extractor: no request goes out. The partition keeps its batch fence."""
+    key = shard_key(shard)
+    old = engine.lake.read_partition("documents", cycle, key)
+    fence = int(old["batch_fence"].max()) if old.height else None  # type: ignore[arg-type]
+    limits = engine.cfg.limits
+    own = pool is None
+    pool = pool or ExtractorPool(
+        engine.cfg.extraction_workers, limits.parser_cpu_s, limits.parser_memory_mb
+    )
+    rows, failed = [], 0
+    try:
+        # timestamps back to epoch seconds, as the lake writer takes them
+        kept = [{**r, "fetched_at": r["fetched_at"].timestamp() if r["fetched_at"] else None}
+                for r in old.drop("crawl_cycle", "origin_shard", "batch_fence").iter_rows(named=True)]  # fmt: skip
+        jobs = [
+            (r, pool.submit(engine.bodies.get(r["body_key"]), r["url"], r["charset"], True))
+            for r in kept
+        ]
+        for row, job in jobs:
+            try:
+                parsed = job.result()
+            except ParserFailure:
+                failed += 1
+                rows.append(row)
+                continue
+            ext = parsed["extraction"]
+            engine.bodies.put_extraction(row["body_key"], ext["extraction_version"], ext)
+            rows.append({**row, "title": ext["title"], "author": ext["author"],
+                         "published": ext["date"], "description": ext["description"],
+                         "language": parsed["language"], "text": ext["text"],
+                         "text_hash": ext["text_hash"], "text_chars": len(ext["text"]),
+                         "canonical_hint": parsed["canonical"], "charset": parsed["charset"],
+                         "extraction_version": ext["extraction_version"]})  # fmt: skip
+    finally:
+        if own:
+            pool.close()
+    lake = engine.lake
+    return Reextracted(
+        lake.write_partition("documents", rows, cycle, key, fence),
+        lake.write_partition("index_ready", list(outbox.upsert_events(rows)), cycle, key, fence),
+        failed,
+    )

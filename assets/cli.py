@@ -51,7 +51,7 @@ def cmd_web(args: argparse.Namespace) -> int:
                      page_kb=(args.page_kb[0], args.page_kb[1]))  # fmt: skip
     serve_forever(web, port=args.port, log_path=Path(args.log) if args.log else None,
                   lab=args.lab, hostile=args.hostile, canary_port=canary_port,
-                  traps=args.traps, trap_scale=trap_scale)  # fmt: skip
+                  traps=args.traps, trap_scale=trap_scale, dupes=args.dupes)  # fmt: skip
     return 0
 
 
@@ -260,6 +260,10 @@ def parser() -> argparse.ArgumentParser:
                           "parameters, URL spellings, base href, sitemap-only pages")  # fmt: skip
     web.add_argument("--trap-scale", type=int, metavar="N",
                      help="multiply every trap's extent by N (with --traps; default 1)")  # fmt: skip
+    web.add_argument("--dupes", action="store_true",
+                     help="also serve the duplicate-content origin (dupes.example.test): print "
+                          "twins, near-duplicate live pages, corrected articles, canonical "
+                          "claims")  # fmt: skip
     web.set_defaults(func=cmd_web)
     canary = sub.add_parser("canary", help="record every hit on a loopback port (SSRF canary)")
     canary.add_argument(

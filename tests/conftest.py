@@ -79,17 +79,20 @@ def running_sandbox(
     canary_port: int | None = None,
     traps: bool = False,
     trap_scale: int = 1,
+    dupes: bool = False,
 ) -> Iterator[SandboxProcess]:
     """`atlas web` in its own process (seed 7, loopback, a port of its own), request log at `log`;
     `hostile` adds the hostile origins, aimed at the canary on `canary_port` (see running_canary);
-    `traps` the trap origins, every trap's extent times `trap_scale`."""
+    `traps` the trap origins, every trap's extent times `trap_scale`; `dupes` the
+    duplicate-content origin."""
     if trap_scale != 1 and not traps:
         raise ValueError("trap_scale only means something with traps=True")
     cmd = [sys.executable, "-m", "assets.cli", "web", "--port", "0", "--seed", "7",
            "--origins", str(origins), "--pages", str(pages), "--log", str(log),
            *(["--lab"] if lab else []), *(["--hostile"] if hostile else []),
            *(["--canary-port", str(canary_port)] if canary_port is not None else []),
-           *(["--traps", "--trap-scale", str(trap_scale)] if traps else [])]  # fmt: skip
+           *(["--traps", "--trap-scale", str(trap_scale)] if traps else []),
+           *(["--dupes"] if dupes else [])]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
     try:

@@ -6,6 +6,7 @@ code never imports it.
 
 from __future__ import annotations
 
+from .dupes import DUPES_HOSTS, Dupes
 from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
 from .server import CanaryServer, SandboxServer, serve_canary_forever, serve_forever
 from .site import (
@@ -23,6 +24,7 @@ __all__ = [
     "DEFAULT_CANARY_PORT",
     "DEFAULT_TRAP_SCALE",
     "DEFAULT_USER_AGENT_TOKEN",
+    "DUPES_HOSTS",
     "EXTERNAL_HOST",
     "FIXED_HOSTS",
     "HOSTILE_HOSTS",
@@ -31,6 +33,7 @@ __all__ = [
     "REDIRECT_PATH",
     "TRAP_HOSTS",
     "CanaryServer",
+    "Dupes",
     "Hostile",
     "RequestLog",
     "SandboxResolver",

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web as aio_web
 
+from .dupes import DUPES_HOSTS, Dupes
 from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
 from .lab import Lab
 from .site import SandboxWeb
@@ -72,7 +73,8 @@ class SandboxServer:
     Binding happens in ``start()`` (or ``__enter__``); ``web.port`` is then set to the
     real port, so the absolute links pages contain point at this server. ``hostile`` also
     serves the hostile origins (hostile.py), pointing at the canary on ``canary_port``;
-    ``traps`` the trap origins (traps.py) at ``trap_scale``.
+    ``traps`` the trap origins (traps.py) at ``trap_scale``; ``dupes`` the duplicate-content
+    origin (dupes.py).
     """
 
     def __init__(
@@ -85,12 +87,14 @@ class SandboxServer:
         canary_port: int = DEFAULT_CANARY_PORT,
         traps: bool = False,
         trap_scale: int = DEFAULT_TRAP_SCALE,
+        dupes: bool = False,
     ) -> None:
         self.web = web
         self.host = _loopback(host)
         self.port = port
         self.hostile = Hostile(canary_port) if hostile else None
         self.traps = Traps(trap_scale) if traps else None  # a bad scale fails before the log opens
+        self.dupes = Dupes() if dupes else None
         self.log = RequestLog(log_path)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -131,7 +135,7 @@ class SandboxServer:
     ) -> None:
         asyncio.set_event_loop(loop)
         runner = aio_web.AppRunner(
-            make_app(self.web, self.log, hostile=self.hostile, traps=self.traps),
+            make_app(self.web, self.log, hostile=self.hostile, traps=self.traps, dupes=self.dupes),
             access_log=None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
         )
@@ -183,11 +187,13 @@ def serve_forever(
     canary_port: int = DEFAULT_CANARY_PORT,
     traps: bool = False,
     trap_scale: int = DEFAULT_TRAP_SCALE,
+    dupes: bool = False,
 ) -> None:
     """Serve ``web`` in the foreground until Ctrl-C or SIGTERM (for ``atlas web``); ``lab``
     turns on the politeness lab's misbehaving origins (lab.py), ``hostile`` the hostile
     origins (hostile.py) with their links and redirects aimed at the canary on ``canary_port``,
-    ``traps`` the trap origins (traps.py) with every trap's extent times ``trap_scale``."""
+    ``traps`` the trap origins (traps.py) with every trap's extent times ``trap_scale``,
+    ``dupes`` the duplicate-content origin (dupes.py)."""
     address = _loopback(host)
     trap_origins = Traps(trap_scale) if traps else None  # a bad scale fails before binding
     sock = _bind(address, port)
@@ -202,6 +208,7 @@ def serve_forever(
                 Lab() if lab else None,
                 Hostile(canary_port) if hostile else None,
                 trap_origins,
+                Dupes() if dupes else None,
             ),
             access_log=None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
@@ -216,11 +223,12 @@ def serve_forever(
             else ""
         )
         trap_note = f"; trap origins {', '.join(TRAP_HOSTS)} at scale {trap_scale}" if traps else ""
+        dupes_note = f"; duplicate-content origin {', '.join(DUPES_HOSTS)}" if dupes else ""
         print(
             f"Atlas sandbox web: {len(web.hosts)} origins on {_base_url(address, web.port)}"
             f" (routed by Host, e.g. {web.seed_urls()[0]}); "
             f"request log: {log_path if log_path is not None else 'in memory only'}"
-            f"{hostile_note}{trap_note}",
+            f"{hostile_note}{trap_note}{dupes_note}",
             flush=True,
         )
         try:

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from aiohttp import web as aio_web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from .dupes import Dupes
 from .hostile import Answer, Hostile, Stream
 from .lab import Lab
 from .site import SandboxWeb
@@ -225,10 +226,12 @@ def make_app(
     lab: Lab | None = None,
     hostile: Hostile | None = None,
     traps: Traps | None = None,
+    dupes: Dupes | None = None,
 ) -> aio_web.Application:
     """An aiohttp app serving every origin of ``web``, routed by the Host header; with a
     ``lab``, its misbehaving origins answer first (see lab.py); with ``hostile``, the hostile
-    origins are served too (see hostile.py); with ``traps``, the trap origins (see traps.py)."""
+    origins are served too (see hostile.py); with ``traps``, the trap origins (see traps.py);
+    with ``dupes``, the duplicate-content origin (see dupes.py)."""
 
     async def answer(request: aio_web.Request) -> Answer | Stream:
         host, path = _host_name(request.headers.get("Host", "")), request.path
@@ -236,6 +239,8 @@ def make_app(
             return await hostile.answer(host, request.raw_path, web.port)
         if traps is not None and traps.serves(host) and request.method in ("GET", "HEAD"):
             return traps.answer(host, request.raw_path, web.port)
+        if dupes is not None and dupes.serves(host) and request.method in ("GET", "HEAD"):
+            return dupes.answer(host, request.raw_path, web.port)
         special = None
         if lab is not None and web.is_sandbox_host(host):
             await lab.delay(host, path)

@@ -1,4 +1,5 @@
-"""The `atlas` command: `atlas web`, `atlas canary`, `atlas crawl`, `atlas demo`, `atlas config`."""
+"""The `atlas` command: `atlas web`, `atlas canary`, `atlas indexer`, `atlas crawl`, `atlas demo`,
+`atlas config`."""
 
 from __future__ import annotations
 
@@ -60,6 +61,23 @@ def cmd_canary(args: argparse.Namespace) -> int:
 
     port = DEFAULT_CANARY_PORT if args.port is None else args.port
     serve_canary_forever(port=port, log_path=Path(args.log) if args.log else None)
+    return 0
+
+
+def cmd_indexer(args: argparse.Namespace) -> int:
+    from atlas_pipeline.sandbox import DEFAULT_INDEXER_PORT, serve_indexer_forever
+    from atlas_pipeline.sandbox.indexer import StoreError
+
+    if args.fail_mode is not None and args.fail_after is None:
+        raise AtlasError("--fail-mode only means something with --fail-after")
+    if args.fail_after is not None and args.fail_after < 0:
+        raise AtlasError("--fail-after must be 0 or more")
+    port = DEFAULT_INDEXER_PORT if args.port is None else args.port
+    try:
+        serve_indexer_forever(Path(args.store), port=port, fail_after=args.fail_after,
+                              fail_mode=args.fail_mode or "503")  # fmt: skip
+    except StoreError as exc:
+        raise AtlasError(str(exc)) from None
     return 0
 
 
@@ -273,6 +291,22 @@ def parser() -> argparse.ArgumentParser:
     )
     canary.add_argument("--log", help="JSON-lines hit log file")
     canary.set_defaults(func=cmd_canary)
+    indexer = sub.add_parser(
+        "indexer", help="a test indexer on loopback: stores delivered events, counts duplicates"
+    )
+    indexer.add_argument(
+        "--store", required=True, help="JSON-lines event store (read back on start)"
+    )
+    indexer.add_argument("--port", type=int,
+                         help="port (0: any free port; default: 8090)")  # fmt: skip
+    indexer.add_argument("--fail-after", type=int, metavar="N",
+                         help="cut delivery after N accepted batches: every later POST /events "
+                              "fails (see --fail-mode) until restart")  # fmt: skip
+    indexer.add_argument("--fail-mode", choices=("503", "close"),
+                         help="with --fail-after: '503' refuses the batch and stores nothing "
+                              "(default); 'close' stores it, then drops the connection "
+                              "unanswered")  # fmt: skip
+    indexer.set_defaults(func=cmd_indexer)
     crawl = sub.add_parser("crawl", help="add cycle partitions and materialize them")
     crawl.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
     crawl.add_argument("--cycles", type=int, default=1)

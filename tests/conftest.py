@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -122,6 +123,35 @@ def running_canary(log: Path) -> Iterator[tuple[int, Callable[[], list[dict[str,
         assert found, f"the canary did not start: {banner!r}"
         hits = FileRequestLog(log)  # the same JSON-lines format as the sandbox's log
         yield int(found.group(1)), hits.entries
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextmanager
+def running_indexer(
+    store: Path, fail_after: int | None = None, fail_mode: str | None = None
+) -> Iterator[tuple[int, Callable[[], dict[str, int]]]]:
+    """`atlas indexer` in its own process on a free loopback port, events stored at `store` (read
+    back if it exists); `fail_after` cuts delivery after that many batches, the way `fail_mode`
+    says ('503' or 'close'). Yields the port and a function returning GET /stats."""
+    cmd = [sys.executable, "-m", "assets.cli", "indexer", "--port", "0", "--store", str(store),
+           *(["--fail-after", str(fail_after)] if fail_after is not None else []),
+           *(["--fail-mode", fail_mode] if fail_mode is not None else [])]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        found = re.search(r"127\.0\.0\.1:(\d+)", banner)
+        assert found, f"the indexer did not start: {banner!r}"
+        port = int(found.group(1))
+
+        def stats() -> dict[str, int]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as resp:
+                return dict(json.load(resp))
+
+        yield port, stats
     finally:
         proc.terminate()
         proc.wait(10)

@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from .dupes import DUPES_HOSTS, Dupes
 from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
+from .indexer import (
+    DEFAULT_INDEXER_PORT,
+    EventStore,
+    IndexerServer,
+    make_indexer_app,
+    serve_indexer_forever,
+)
 from .server import CanaryServer, SandboxServer, serve_canary_forever, serve_forever
 from .site import (
     DEFAULT_USER_AGENT_TOKEN,
@@ -22,6 +29,7 @@ from .web import LOGGED_HEADERS, RequestLog, SandboxResolver, make_app
 
 __all__ = [
     "DEFAULT_CANARY_PORT",
+    "DEFAULT_INDEXER_PORT",
     "DEFAULT_TRAP_SCALE",
     "DEFAULT_USER_AGENT_TOKEN",
     "DUPES_HOSTS",
@@ -34,14 +42,18 @@ __all__ = [
     "TRAP_HOSTS",
     "CanaryServer",
     "Dupes",
+    "EventStore",
     "Hostile",
+    "IndexerServer",
     "RequestLog",
     "SandboxResolver",
     "SandboxServer",
     "SandboxWeb",
     "Traps",
     "make_app",
+    "make_indexer_app",
     "normalize_url",
     "serve_canary_forever",
     "serve_forever",
+    "serve_indexer_forever",
 ]

@@ -8,7 +8,7 @@ from atlas_pipeline.outbox import DeliveryError, deliver, sink_for
 from resources.config import AtlasCrawl
 
 from .crawl import INDEX_READY
-from .partitions import CYCLE_DIM, SHARD_DIM
+from .partitions import CYCLE_DIM, SHARD_DIM, crawl_partitions
 
 PARTITIONS_PER_TICK = 20
 
@@ -27,6 +27,7 @@ def index_delivery(
     if not cfg.indexer.sink:
         return dg.SkipReason("no indexer.sink in the crawl config")
     sink = sink_for(cfg.indexer.sink)
+    partitions = crawl_partitions(cfg.shards)
     after = int(context.cursor or 0)
     found = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=INDEX_READY, after_storage_id=after),
@@ -36,7 +37,9 @@ def index_delivery(
     sent = 0
     with atlas.open() as engine:
         for record in found.records:
-            keys = dg.MultiPartitionKey.from_str(record.partition_key or "").keys_by_dimension
+            keys = partitions.get_partition_key_from_str(
+                record.partition_key or ""
+            ).keys_by_dimension
             cycle, shard = keys[CYCLE_DIM], keys[SHARD_DIM]
             events = engine.lake.read_partition("index_ready", cycle, shard).drop(
                 "crawl_cycle", "origin_shard", "batch_fence"

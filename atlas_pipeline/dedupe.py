@@ -23,8 +23,11 @@ METHOD = "minhash-lsh+volatile-lines"
 SPLIT = "split"  # an operator took the URL out of its cluster
 METHODS = (METHOD, SPLIT)
 _WORD = re.compile(r"\w+", re.UNICODE)
-_TIME = re.compile(
-    r"\b(\d{1,2}:\d{2}|\d{4}-\d{2}-\d{2}|updated|published|posted|ago|am|pm|utc|gmt)\b", re.I
+# Stamps a page re-renders on every view: clock times, ISO dates, "5 minutes ago".
+_STAMP = re.compile(
+    r"\b\d{1,2}:\d{2}(?::\d{2})?\b|\b\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?\b"
+    r"|\b\d+\s+(?:seconds?|minutes?|hours?|days?)\s+ago\b",
+    re.I,
 )
 
 
@@ -53,16 +56,19 @@ def shingles(text: str, k: int) -> set[bytes]:
 
 
 def _lines(text: str) -> set[str]:
-    return {" ".join(_WORD.findall(line.lower())) for line in text.splitlines() if line.strip()}
+    """Lines with their stamps masked, as words: "Updated 10:42" equals "Updated 11:07"."""
+    return {
+        " ".join(_WORD.findall(_STAMP.sub(" STAMP ", line).lower()))
+        for line in text.splitlines()
+        if line.strip()
+    }
 
 
 def volatile_only(a: str, b: str, max_words: int) -> bool:
-    """True when every line one text has and the other lacks is volatile: it carries a time
-    or date, or it is a short box (a related-links list, a byline stamp)."""
-    la, lb = _lines(a), _lines(b)
-    return all(
-        _TIME.search(line) or len(line.split()) <= max_words for line in la.symmetric_difference(lb)
-    )
+    """True when the texts differ only in stamps (times, dates, "ago") and in short lines such
+    as a related-links box; a changed sentence of the story is never volatile, whatever
+    words it holds."""
+    return all(len(line.split()) <= max_words for line in _lines(a) ^ _lines(b))
 
 
 def _minhash(text: str, s: Settings) -> MinHash:

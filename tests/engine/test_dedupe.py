@@ -61,3 +61,17 @@ def test_a_merge_can_be_undone() -> None:
     assert rows[LIVE[1].url]["cluster_id"] == LIVE[1].text_hash
     assert rows[LIVE[1].url]["method"] == "split"
     assert rows[LIVE[0].url]["cluster_id"] == rows[TWIN_A.url]["cluster_id"]
+
+
+def test_a_correction_in_a_sentence_with_time_words_is_still_a_correction() -> None:
+    first = [
+        *BASE[:5],
+        "Two days ago the council voted nine to six on the harbour toll plan.",
+        *BASE[5:],
+    ]
+    fixed = [*BASE[:5], "Two days ago the council voted eleven to four on the harbour toll plan.", *BASE[5:]]  # fmt: skip
+    assert not volatile_only("\n".join(first), "\n".join(fixed), 12)
+    stamped = ["Posted 3 hours ago, updated 10:42", *BASE]
+    assert volatile_only(
+        "\n".join(["Posted 5 hours ago, updated 11:07", *BASE]), "\n".join(stamped), 0
+    )

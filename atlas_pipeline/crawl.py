@@ -20,7 +20,7 @@ from .coordination import BatchLease, CoordinationStore, OriginPolicy, TrapCaps,
 from .lake import Lake, Written
 from .parsing import ExtractorPool, ParserFailure
 from .scope import ScopeGuard
-from .urls import shard_key
+from .urls import BadUrl, normalize, shard_key
 
 
 @dataclass
@@ -154,6 +154,17 @@ def export_urls(engine: Engine, cycle: str, shard: int) -> Written:
     return engine.lake.write_shard("urls", rows, shard_key(shard), cycle)
 
 
+def _canonical(hint: str | None, url: str) -> str | None:
+    """A page's rel=canonical as a canonical URL; None when absent, unusable or itself."""
+    if not hint:
+        return None
+    try:
+        target = normalize(hint, url)
+    except BadUrl:
+        return None
+    return None if target == url else target
+
+
 def cluster_documents(engine: Engine, cycle: str, shard: int) -> Written:
     """Label this partition's documents with their content id and near-duplicate cluster."""
     docs = engine.lake.read_partition("documents", cycle, shard_key(shard))
@@ -161,7 +172,8 @@ def cluster_documents(engine: Engine, cycle: str, shard: int) -> Written:
     settings = dedupe.Settings(cfg.threshold, cfg.num_perm, cfg.shingle_words,
                                cfg.volatile_words, frozenset(cfg.split_urls))  # fmt: skip
     rows = dedupe.cluster(
-        [dedupe.Doc(r["url"], r["fetch_id"], r["text_hash"], r["text"] or "")
+        [dedupe.Doc(r["url"], r["fetch_id"], r["text_hash"], r["text"] or "",
+                    _canonical(r["canonical_hint"], r["url"]))
          for r in docs.iter_rows(named=True)],
         settings,
     )  # fmt: skip

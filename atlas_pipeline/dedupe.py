@@ -37,6 +37,7 @@ class Doc:
     fetch_id: str
     text_hash: str
     text: str
+    canonical: str | None = None  # the URL its rel=canonical names (normalized), if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,7 @@ def cluster(docs: Sequence[Doc], s: Settings = Settings()) -> list[dict[str, obj
                 a, b = root(h), root(other)
                 parent[max(a, b)] = min(a, b)
         lsh.insert(h, hashes[h])
+    cluster_of = {d.url: root(d.text_hash) for d in docs if d.url not in s.split_urls}
     rows = []
     for d in docs:
         alone = d.url in s.split_urls
@@ -116,6 +118,10 @@ def cluster(docs: Sequence[Doc], s: Settings = Settings()) -> list[dict[str, obj
             "url": d.url, "fetch_id": d.fetch_id, "document_id": d.text_hash,
             "cluster_id": label, "similarity": similarity, "threshold": s.threshold,
             "method": SPLIT if alone else METHOD,
+            # a canonical claim is accepted only when the named page's content is the same
+            "canonical_url": d.canonical,
+            "canonical_confirmed": None if not d.canonical or d.canonical not in cluster_of
+            else cluster_of[d.canonical] == label,
         })  # fmt: skip
     return rows
 

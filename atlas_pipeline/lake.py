@@ -70,7 +70,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "dedupe_clusters": {
         **KEYS, "url": pl.String, "fetch_id": pl.String, "document_id": pl.String,
         "cluster_id": pl.String, "similarity": pl.Float64, "threshold": pl.Float64,
-        "method": pl.String,
+        "method": pl.String, "canonical_url": pl.String, "canonical_confirmed": pl.Boolean,
     },
 }  # fmt: skip
 PARTITION_BY = {"urls": ["origin_shard"]}

@@ -80,6 +80,17 @@ def test_a_corrected_article_is_not_merged(crawled: dict[str, Any]) -> None:
         assert a["cluster_id"] != b["cluster_id"] and a["document_id"] != b["document_id"]
 
 
+def test_a_canonical_claim_is_accepted_only_when_content_confirms_it(
+    crawled: dict[str, Any],
+) -> None:
+    claims = dupes.canonical_claims(crawled["port"])
+    assert {c.confirmed for c in claims} == {True, False}
+    for claim in claims:
+        row = _row(crawled["clusters"], claim.page)
+        assert row["canonical_url"] == normalize(claim.target)
+        assert row["canonical_confirmed"] is claim.confirmed, claim
+
+
 def _tick(
     crawled: dict[str, Any], port: int, cursor: str | None
 ) -> dg.SensorResult | dg.SkipReason:

@@ -9,5 +9,9 @@ select
     cast(cluster_id as varchar) as cluster_id,
     cast(similarity as double) as similarity,
     cast(threshold as double) as threshold,
-    cast(method as varchar) as method
+    cast(method as varchar) as method,
+    -- the page's rel=canonical, and whether the named page's content confirms it (null: the
+    -- named page is not among this partition's documents)
+    cast(canonical_url as varchar) as canonical_url,
+    cast(canonical_confirmed as boolean) as canonical_confirmed
 from {{ source('lake', 'dedupe_clusters') }}

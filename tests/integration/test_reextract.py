@@ -11,6 +11,7 @@ from atlas_pipeline.config import load_config
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier, reextract
 from atlas_pipeline.urls import shard_key
 from tests.conftest import SandboxProcess, sandbox_config, write_config
+from tests.integration.test_cli import run_atlas
 
 COLUMNS = ["url", "fetch_id", "text_hash", "title", "language", "body_key", "batch_fence"]
 
@@ -35,3 +36,7 @@ def test_reextraction_reproduces_documents_without_a_request(
     assert (after["text"] == before["text"]).all()
     again = pl.read_delta(str(engine.cfg.lake_path / "crawl" / "index_ready")).sort("event_id")
     assert again["event_id"].to_list() == events["event_id"].to_list()  # same ids: no resend
+    res = run_atlas("reextract", "--config", str(cfg_path), "--cycle", "c0001")
+    assert res.returncode == 0, res.stderr
+    assert f"{before.height} documents re-extracted" in res.stdout
+    assert sandbox.log.entries() == []

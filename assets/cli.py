@@ -186,7 +186,15 @@ def print_summary(cfg: CrawlConfig) -> None:
         text = ", ".join(f"{r}={n}" for r, n in counts.iter_rows())
         print(f"Reason codes ({name}): {text}")
     print("\nDelta tables (read with polars.read_delta):")
-    for table in ("urls", "frontier", "fetches", "documents", "links"):
+    for table in (
+        "urls",
+        "frontier",
+        "fetches",
+        "documents",
+        "links",
+        "dedupe_clusters",
+        "index_ready",
+    ):
         print(f"  {lake.uri(table)}")
 
 

@@ -211,6 +211,13 @@ class Indexer(_Section):
     batch_size: int = Field(d.INDEX_BATCH_SIZE, ge=1, le=10_000)
     """Events per request or file."""
 
+    @field_validator("sink")
+    @classmethod
+    def _known_sink(cls, sink: str | None) -> str | None:
+        if sink and urlsplit(sink).scheme not in ("http", "https", "file", ""):
+            raise ValueError("use http(s)://host/path or file:///folder")
+        return sink
+
 
 class Dns(_Section):
     """The egress gate's DNS cache: only validated answers are kept."""

@@ -292,3 +292,10 @@ def test_tracking_lists_are_configurable_per_origin(tmp_path: Path) -> None:
     bad = {"url_identity": {"per_origin": {"not an origin": {"add": ["x"]}}}}
     with pytest.raises(ConfigError, match="per_origin"):
         config_from_mapping(bad, base_dir=tmp_path).tracking_policy()
+
+
+def test_an_indexer_sink_must_be_http_or_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"indexer\.sink"):
+        config_from_mapping({"indexer": {"sink": "ftp://indexer.test/"}}, base_dir=tmp_path)
+    cfg = config_from_mapping({"indexer": {"sink": "file:///srv/events"}}, base_dir=tmp_path)
+    assert cfg.indexer.sink == "file:///srv/events"

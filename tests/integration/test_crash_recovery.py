@@ -161,6 +161,7 @@ def _freeze_between_transactions(pid: int, db: Path) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_orphans() -> Any:
+def _no_orphans(tmp_path: Path) -> Any:
     yield
-    subprocess.run(["pkill", "-f", "worker.py"], check=False)
+    # only this test's workers: a bare "worker.py" would hit other sessions' on the machine
+    subprocess.run(["pkill", "-f", str(tmp_path / "worker.py")], check=False)

@@ -61,6 +61,8 @@ def prefill(path: Path, existing: int) -> None:
     open_store(f"sqlite:///{path}", OriginPolicy(0.0, 1), 10**9).close()
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA synchronous = OFF")  # a fixture, not a crawl: no crash to survive
+    con.execute("PRAGMA cache_size = -4000000")  # index pages stay in memory while it fills
     from atlas_pipeline.coordination.sqlite import url_digest
     from atlas_pipeline.traps import trap_keys
 
@@ -72,6 +74,8 @@ def prefill(path: Path, existing: int) -> None:
         " discovered_at, trap_pattern, trap_query, url_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         rows,
     )
+    # as a catalogue from before the trap counters looks: the store counts them on open
+    con.execute("DELETE FROM store_settings WHERE key = 'trap_counts'")
     con.commit()
     con.close()
 
@@ -79,8 +83,10 @@ def prefill(path: Path, existing: int) -> None:
 def merge(path: Path, links: int, existing: int, bloom: int) -> tuple[float, int]:
     from atlas_pipeline.coordination import Candidate, OriginPolicy, TrapCaps, open_store
 
+    t0 = time.perf_counter()
     store = open_store(f"sqlite:///{path}", OriginPolicy(0.0, 1), 10**9,
                        TrapCaps(10**9, 10**9, 10**9, bloom))  # fmt: skip
+    print(f"  opened ({'with' if bloom else 'no'} Bloom) in {time.perf_counter() - t0:.1f} s")
     rng = random.Random(11)
     ids = [rng.randrange(existing) if k % 2 else existing + k for k in range(links)]
     cands = [Candidate(url_of(i), url_of(i), f"https://site-{i % ORIGINS}.example.test:443",

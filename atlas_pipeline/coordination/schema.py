@@ -229,4 +229,24 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # Trap caps read a counter per key instead of counting URLs: a pattern shared by every
+    # article of a big site made each discover scan that site's whole index range. The
+    # counters are filled from the catalogue by the store after the migration.
+    (
+        14,
+        [
+            """CREATE TABLE trap_counts (
+                origin TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                key TEXT NOT NULL,
+                n BIGINT NOT NULL,
+                PRIMARY KEY (origin, kind, key)
+            )""",
+            "DROP INDEX urls_trap_pattern",
+            "DROP INDEX urls_trap_query",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

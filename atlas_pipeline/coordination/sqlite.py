@@ -180,6 +180,7 @@ class SqliteStore:
             )
             self._regroup(c)
             self._backfill_trap_keys(c)
+            self._backfill_trap_counts(c)
             self._backfill_url_digests(c)
 
     def _backfill_url_digests(self, c: Conn) -> None:
@@ -204,6 +205,19 @@ class SqliteStore:
              for k in [trap_keys(r[1])]],
         )  # fmt: skip
         c.execute("INSERT INTO store_settings VALUES ('trap_keys', 'done')")
+
+    def _backfill_trap_counts(self, c: Conn) -> None:
+        """Trap counters of a catalogue from before migration 14, counted once."""
+        if c.execute("SELECT 1 FROM store_settings WHERE key = 'trap_counts'").fetchone():
+            return
+        c.execute("DELETE FROM trap_counts")
+        for kind, column in (("pattern", "trap_pattern"), ("query", "trap_query")):
+            c.execute(
+                f"""INSERT INTO trap_counts (origin, kind, key, n)
+                    SELECT origin, '{kind}', {column}, COUNT(*) FROM urls
+                    WHERE {column} IS NOT NULL GROUP BY origin, {column}"""
+            )
+        c.execute("INSERT INTO store_settings VALUES ('trap_counts', 'done')")
 
     def _regroup(self, c: Conn) -> None:
         """Buckets and fairness classes follow the config: recompute them when it changed."""
@@ -326,6 +340,7 @@ class SqliteStore:
                 x.kind, url_digest(x.url),
             ))  # fmt: skip
         inserted = self._insert_urls(c, rows)
+        self._count_traps(c, [(planned[u][3], keys[u]) for u in inserted])
         if self._bloom is not None:
             self._bloom.update(inserted)
         for url, (i, reason, queued_cycle, origin) in planned.items():
@@ -345,21 +360,34 @@ class SqliteStore:
     ) -> Counter[tuple[str, str, str]]:
         """URLs already in the catalogue per (origin, kind, key) for the keys of `fresh`."""
         counts: Counter[tuple[str, str, str]] = Counter()
-        for kind, column in (("pattern", "trap_pattern"), ("query", "trap_query")):
-            wanted = {(x.origin, _trap_key(keys[x.url], kind)) for x in fresh}
-            wanted = {(o, k) for o, k in wanted if k is not None}
-            for origin in sorted({o for o, _ in wanted}):
-                values = sorted(str(k) for o, k in wanted if o == origin)
-                for i in range(0, len(values), _BATCH):
-                    part = values[i : i + _BATCH]
-                    marks = ",".join("?" * len(part))
-                    for row in c.execute(
-                        f"""SELECT {column}, COUNT(*) FROM urls WHERE origin = ?
-                            AND {column} IN ({marks}) GROUP BY {column}""",
-                        [origin, *part],
-                    ):
-                        counts[(origin, kind, row[0])] = int(row[1])
+        wanted = sorted(
+            {(x.origin, kind, k) for x in fresh for kind in ("pattern", "query")
+             for k in [_trap_key(keys[x.url], kind)] if k is not None}
+        )  # fmt: skip
+        for i in range(0, len(wanted), _BATCH):
+            part = wanted[i : i + _BATCH]
+            marks = " OR ".join(["(origin = ? AND kind = ? AND key = ?)"] * len(part))
+            for row in c.execute(
+                f"SELECT origin, kind, key, n FROM trap_counts WHERE {marks}",
+                [v for triple in part for v in triple],
+            ):
+                counts[(row[0], row[1], row[2])] = int(row[3])
         return counts
+
+    def _count_traps(self, c: Conn, inserted: list[tuple[str, TrapKeys]]) -> None:
+        """Add the URLs this statement inserted to their trap counters, in one key order for
+        every writer (no lock-order deadlocks on PostgreSQL)."""
+        added: Counter[tuple[str, str, str]] = Counter()
+        for origin, k in inserted:
+            for kind in ("pattern", "query"):
+                key = _trap_key(k, kind)
+                if key is not None:
+                    added[(origin, kind, key)] += 1
+        c.executemany(
+            """INSERT INTO trap_counts (origin, kind, key, n) VALUES (?, ?, ?, ?)
+               ON CONFLICT (origin, kind, key) DO UPDATE SET n = trap_counts.n + excluded.n""",
+            [(*key, n) for key, n in sorted(added.items())],
+        )
 
     def _trap_cut(
         self, x: Candidate, keys: TrapKeys, counts: Counter[tuple[str, str, str]]

@@ -1367,6 +1367,27 @@ def test_trap_caps_bound_calendars_facets_and_numbered_urls(tmp_path: Path) -> N
     assert other == ["admitted"]  # caps are per origin
 
 
+def test_trap_counters_of_an_older_catalogue_are_counted_on_upgrade(tmp_path: Path) -> None:
+    """A catalogue from before the counters (migration 14) gets them counted once on open, so
+    caps already reached stay reached."""
+    from atlas_pipeline.coordination import TrapCaps
+
+    caps = TrapCaps(query_variants=5, pattern_urls=8, calendar_urls=3)
+    months = [f"https://news-a.example.test/calendar/2001/{m}" for m in range(1, 13)]
+    store = open_store(_backend_url["url"], OriginPolicy(0.0, 1), 10**6, caps)
+    assert store.discover([cand(u) for u in months[:3]], CYCLE) == ["admitted"] * 3
+    with store._tx() as c:  # as a pre-14 store looks: no counters, no mark
+        c.execute("DELETE FROM trap_counts")
+        c.execute("DELETE FROM store_settings WHERE key = 'trap_counts'")
+    store.close()
+    reopened = open_store(_backend_url["url"], OriginPolicy(0.0, 1), 10**6, caps)
+    assert set(reopened.discover([cand(u) for u in months[3:]], CYCLE)) == {"calendar_cap"}
+    with reopened._tx() as c:
+        rows = c.execute("SELECT kind, n FROM trap_counts").fetchall()
+    assert [(r[0], r[1]) for r in rows] == [("pattern", 3)]
+    reopened.close()
+
+
 def test_the_bloom_prefilter_never_drops_or_duplicates_a_url(tmp_path: Path) -> None:
     """A prefilter loaded before another process added a URL says "not known" about it: the
     insert-if-absent still refuses the duplicate, and the decision says so."""

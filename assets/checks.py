@@ -1,6 +1,7 @@
 """Safety checks on each fetch partition, evaluated from the data (not from the code's intent)."""
 
 import itertools
+import time
 import warnings
 from typing import Any
 
@@ -12,7 +13,7 @@ from atlas_pipeline.robots import RobotsPolicy, RobotsStatus
 from atlas_pipeline.urls import shard_key
 from resources.config import AtlasCrawl
 
-from .crawl import DOCUMENTS, FETCHES
+from .crawl import DOCUMENTS, FETCHES, RECRAWL_SCHEDULE
 from .metadata import frame_table
 from .partitions import cycle_and_shard
 
@@ -49,6 +50,44 @@ def _peak_overlap(starts: list[float], ends: list[float]) -> int:
         now += step
         peak = max(peak, now)
     return peak
+
+
+def staleness_by_class(schedule: pl.DataFrame, max_stale_share: float) -> pl.DataFrame:
+    """Per freshness class: URLs, how many are stale (not checked within the class target)
+    and whether that share is within `max_stale_share`."""
+    out = (
+        schedule.group_by("freshness_class")
+        .agg(urls=pl.len(), stale=pl.col("stale").sum().cast(pl.Int64),
+             target_h=(pl.col("target_s").first() / 3600).round(2),
+             oldest_check_h=(pl.col("staleness_s").max() / 3600).round(2))
+        .with_columns(stale_share=(pl.col("stale") / pl.col("urls")).round(4))
+        .sort("freshness_class")
+    )  # fmt: skip
+    return out.with_columns(ok=pl.col("stale_share") <= max_stale_share)
+
+
+def build_recency_checks(tables: dict[str, dg.AssetKey]) -> list[dg.AssetChecksDefinition]:
+    """One `table_recency` check per lake table: its last write is at most
+    `freshness.table_max_age_s` old. Not partitioned: it judges the table as analysts see it."""
+    return [_recency_check(table, key) for table, key in tables.items()]
+
+
+def _recency_check(table: str, key: dg.AssetKey) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=key, name="table_recency", blocking=False)
+    def table_recency(atlas: AtlasCrawl) -> dg.AssetCheckResult:
+        """The table was written within `freshness.table_max_age_s`."""
+        cfg = atlas.crawl_config()
+        with atlas.open() as engine:
+            written_at = engine.lake.last_write_at(table)
+        age = None if written_at is None else time.time() - written_at
+        limit = cfg.freshness.table_max_age_s
+        return dg.AssetCheckResult(
+            passed=age is not None and age <= limit,
+            metadata={"age_s": -1.0 if age is None else round(age, 1), "max_age_s": limit,
+                      "never_written": age is None},
+        )  # fmt: skip
+
+    return table_recency
 
 
 def build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChecksDefinition]:
@@ -125,4 +164,24 @@ def _build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChec
             metadata={"documents": docs.height, "empty": empty, "text_yield": round(share, 4)},
         )
 
-    return [politeness_audit, robots_respected, documents_have_text]
+    @dg.asset_check(asset=RECRAWL_SCHEDULE, partitions_def=partitions, blocking=False)
+    def freshness_by_class(
+        context: dg.AssetCheckExecutionContext, atlas: AtlasCrawl
+    ) -> dg.AssetCheckResult:
+        """In every freshness class, at most `freshness.max_stale_share` of the checked URLs
+        went unchecked for longer than the class target (seed 001 ch. 3: one global average
+        can hide neglected sites)."""
+        cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
+        cfg = atlas.crawl_config()
+        with atlas.open() as engine:
+            schedule = engine.lake.read_partition("recrawl_schedule", cycle, shard_key(shard))
+        report = staleness_by_class(schedule, cfg.freshness.max_stale_share)
+        failing = report.filter(~pl.col("ok"))["freshness_class"].to_list()
+        return dg.AssetCheckResult(
+            passed=not failing,
+            metadata={"max_stale_share": cfg.freshness.max_stale_share,
+                      "failing_classes": dg.MetadataValue.json(failing),
+                      "per_class": frame_table(report)},
+        )  # fmt: skip
+
+    return [politeness_audit, robots_respected, documents_have_text, freshness_by_class]

@@ -52,7 +52,8 @@ def cmd_web(args: argparse.Namespace) -> int:
                      page_kb=(args.page_kb[0], args.page_kb[1]))  # fmt: skip
     serve_forever(web, port=args.port, log_path=Path(args.log) if args.log else None,
                   lab=args.lab, hostile=args.hostile, canary_port=canary_port,
-                  traps=args.traps, trap_scale=trap_scale, dupes=args.dupes)  # fmt: skip
+                  traps=args.traps, trap_scale=trap_scale, dupes=args.dupes,
+                  changing=args.changing)  # fmt: skip
     return 0
 
 
@@ -306,6 +307,11 @@ def parser() -> argparse.ArgumentParser:
                      help="also serve the duplicate-content origin (dupes.example.test): print "
                           "twins, near-duplicate live pages, corrected articles, canonical "
                           "claims")  # fmt: skip
+    web.add_argument("--changing", action="store_true",
+                     help="also serve the changing-content origins (rates., etag-churn., "
+                          "no-conditional.example.test): pages changing every, every 4th or no "
+                          "generation, ETags that change on every response, conditional headers "
+                          "ignored; SIGUSR1 advances the generation")  # fmt: skip
     web.set_defaults(func=cmd_web)
     canary = sub.add_parser("canary", help="record every hit on a loopback port (SSRF canary)")
     canary.add_argument(

@@ -7,7 +7,13 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from atlas_pipeline.crawl import cluster_documents, export_urls, fetch_shard, plan_frontier
+from atlas_pipeline.crawl import (
+    cluster_documents,
+    export_schedule,
+    export_urls,
+    fetch_shard,
+    plan_frontier,
+)
 from atlas_pipeline.lake import frame
 from atlas_pipeline.urls import shard_key
 from resources.config import AtlasCrawl
@@ -22,6 +28,9 @@ LINKS = dg.AssetKey(["crawl", "links"])
 URLS = dg.AssetKey(["crawl", "urls"])
 DEDUPE_CLUSTERS = dg.AssetKey(["crawl", "dedupe_clusters"])
 INDEX_READY = dg.AssetKey(["crawl", "index_ready"])
+RECRAWL_SCHEDULE = dg.AssetKey(["crawl", "recrawl_schedule"])
+TABLES = {key.path[-1]: key for key in (FRONTIER, FETCHES, DOCUMENTS, LINKS, URLS,
+                                        DEDUPE_CLUSTERS, INDEX_READY, RECRAWL_SCHEDULE)}  # fmt: skip
 
 
 def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetsDefinition]:
@@ -160,7 +169,42 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
             df = engine.lake.read_partition("dedupe_clusters", cycle, shard_key(shard))
         return dg.MaterializeResult(metadata=table_metadata(written, _dedupe_meta(df)))
 
-    return [frontier, fetch_batch, urls, dedupe_clusters]
+    @dg.asset(
+        key=RECRAWL_SCHEDULE,
+        deps=[URLS],
+        partitions_def=partitions,
+        group_name="crawl",
+        kinds={"delta"},
+    )
+    def recrawl_schedule(
+        context: dg.AssetExecutionContext, atlas: AtlasCrawl
+    ) -> dg.MaterializeResult:
+        """Every checked URL of the shard: when it is due again and why, its estimated change
+        rate, and how stale it is against its freshness class's target."""
+        cycle, shard = cycle_and_shard(context)
+        with atlas.open() as engine:
+            written = export_schedule(engine, cycle, shard)
+            df = engine.lake.read_partition("recrawl_schedule", cycle, shard_key(shard))
+        return dg.MaterializeResult(metadata=table_metadata(written, _schedule_meta(df)))
+
+    return [frontier, fetch_batch, urls, dedupe_clusters, recrawl_schedule]
+
+
+def _schedule_meta(df: pl.DataFrame) -> dict[str, Any]:
+    by_class = (
+        df.group_by("freshness_class")
+        .agg(urls=pl.len(), stale=pl.col("stale").sum(),
+             median_interval_h=(pl.col("interval_s").median() / 3600).round(2),
+             max_staleness_h=(pl.col("staleness_s").max() / 3600).round(2))
+        .sort("freshness_class")
+    )  # fmt: skip
+    return {
+        "reasons": dg.MetadataValue.json(counts(df["reason"].to_list())),
+        "per_class": frame_table(by_class),
+        "untrusted_validator_urls": int((~df["validators_trusted"]).sum()) if df.height else 0,
+        "preview": preview(df.sort("next_due_at"),
+                           ["url", "freshness_class", "reason", "interval_s", "changes_per_day"]),
+    }  # fmt: skip
 
 
 TRAP_REASONS = ("calendar_cap", "query_variant_cap", "path_pattern_cap", "pagination_cap",
@@ -205,6 +249,8 @@ def _fetch_meta(fetches: pl.DataFrame, stats: Any, result: Any) -> dict[str, Any
         .agg(
             pl.len().alias("requests"),
             (pl.col("reason") == "fetched").sum().alias("pages"),
+            (pl.col("status") == 304).sum().alias("not_modified"),
+            (pl.col("reason") == "content_unchanged").sum().alias("unchanged_200"),
             pl.col("bytes").sum().alias("bytes"),
             pl.col("elapsed_s").mean().round(4).alias("mean_s"),
         )
@@ -220,6 +266,8 @@ def _fetch_meta(fetches: pl.DataFrame, stats: Any, result: Any) -> dict[str, Any
         "batch_seconds": round(stats.elapsed_s, 2),
         "pages_per_second": round(stats.requests / stats.elapsed_s, 2) if stats.elapsed_s else 0.0,
         "reasons": dg.MetadataValue.json(counts(fetches["reason"].to_list())),
+        "conditional_requests": int(fetches["conditional"].fill_null(False).sum()),
+        "not_modified_304": int((fetches["status"] == 304).sum()),
         "per_origin": frame_table(per_origin),
         "preview": preview(fetches, ["url", "status", "reason", "bytes", "elapsed_s"]),
     }

@@ -9,12 +9,13 @@ import dagster as dg
 from atlas_pipeline.config import ENV_CONFIG, ENV_DATA_DIR, CrawlConfig, load_config
 from resources.config import AtlasCrawl
 
-from .checks import build_checks
-from .crawl import build_crawl_assets
+from .checks import build_checks, build_recency_checks
+from .crawl import TABLES, build_crawl_assets
 from .partitions import crawl_partitions
-from .sensors import index_delivery
+from .sensors import build_crawl_schedule, build_freshness_sensor, index_delivery
 
 CRAWL_JOB = "crawl_cycle_job"
+FRESHNESS_JOB = "freshness_checks_job"
 
 
 def build_definitions(
@@ -22,17 +23,26 @@ def build_definitions(
 ) -> dg.Definitions:
     partitions = crawl_partitions(cfg.shards)
     crawl_assets = build_crawl_assets(partitions)
+    recency = build_recency_checks(TABLES)
     job = dg.define_asset_job(
         CRAWL_JOB,
-        selection=dg.AssetSelection.assets(*crawl_assets),
+        # the table checks judge whole tables, not a partition: they run on their own job
+        selection=dg.AssetSelection.assets(*crawl_assets) - dg.AssetSelection.checks(*recency),
         description="One crawl cycle for one origin shard: frontier, fetch batch, URL catalogue.",
+        executor_def=dg.in_process_executor,
+    )
+    freshness_job = dg.define_asset_job(
+        FRESHNESS_JOB,
+        selection=dg.AssetSelection.checks(*recency),
+        description="Every lake table's table_recency check.",
         executor_def=dg.in_process_executor,
     )
     return dg.Definitions(
         assets=crawl_assets,
-        asset_checks=build_checks(partitions),
-        jobs=[job],
-        sensors=[index_delivery],
+        asset_checks=[*build_checks(partitions), *recency],
+        jobs=[job, freshness_job],
+        schedules=[build_crawl_schedule(CRAWL_JOB, cfg.freshness.cycle_cron, cfg.shards)],
+        sensors=[index_delivery, build_freshness_sensor(FRESHNESS_JOB)],
         resources={"atlas": AtlasCrawl(config_path=config_path, data_dir=data_dir)},
     )
 

@@ -1,6 +1,9 @@
-"""Sensors: the indexer outbox leaves the lake here."""
+"""Sensors and schedules: the indexer outbox leaves the lake here, cycles start on a cadence,
+and the table freshness checks are evaluated."""
 
 from __future__ import annotations
+
+import time
 
 import dagster as dg
 
@@ -8,7 +11,8 @@ from atlas_pipeline.outbox import DeliveryError, deliver, sink_for
 from resources.config import AtlasCrawl
 
 from .crawl import INDEX_READY
-from .partitions import CYCLE_DIM, SHARD_DIM, crawl_partitions
+from .partitions import CYCLE_DIM, CYCLE_PARTITIONS, SHARD_DIM, crawl_partitions, next_cycle_key
+from .partitions import partition_key as crawl_partition_key
 
 PARTITIONS_PER_TICK = 20
 
@@ -55,3 +59,48 @@ def index_delivery(
         return dg.SkipReason("no new index_ready partition delivered")
     context.log.info(f"{sent} events delivered")
     return dg.SensorResult(cursor=str(after))
+
+
+def build_crawl_schedule(job_name: str, cron: str, shards: int) -> dg.ScheduleDefinition:
+    """Each tick adds the next crawl cycle and runs every shard of it."""
+
+    @dg.schedule(
+        name="crawl_cycle_schedule",
+        cron_schedule=cron,
+        job_name=job_name,
+        description="Starts a new crawl cycle (every shard) on the freshness.cycle_cron cadence.",
+    )
+    def crawl_cycle_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
+        # Schedules cannot return partition requests, so the cycle is added here; the run
+        # keys carry the tick, so a re-evaluated tick starts no second set of runs.
+        tick = context.scheduled_execution_time
+        stamp = tick.strftime("%Y%m%dT%H%M") if tick else "manual"
+        instance = context.instance
+        cycle = next_cycle_key(instance.get_dynamic_partitions(CYCLE_PARTITIONS))
+        instance.add_dynamic_partitions(CYCLE_PARTITIONS, [cycle])
+        return [
+            dg.RunRequest(
+                run_key=f"{stamp}|{shard}",
+                partition_key=crawl_partition_key(cycle, shard),
+                tags={"atlas/cycle": cycle},
+            )
+            for shard in range(shards)
+        ]
+
+    return crawl_cycle_schedule
+
+
+def build_freshness_sensor(job_name: str) -> dg.SensorDefinition:
+    """Runs the table recency checks about once an hour."""
+
+    @dg.sensor(
+        name="freshness_checks_sensor",
+        job_name=job_name,
+        minimum_interval_seconds=3600,
+        description="Evaluates every lake table's table_recency check once an hour.",
+    )
+    def freshness_checks_sensor(context: dg.SensorEvaluationContext) -> dg.RunRequest:
+        hour = int(time.time() // 3600)
+        return dg.RunRequest(run_key=f"freshness-{hour}")
+
+    return freshness_checks_sensor

@@ -45,6 +45,14 @@ from .fetcher import HTML_TYPES, Response, fetch, make_session
 from .parsing import ExtractorPool, ParserFailure
 from .politeness import backoff_s, origin_gap, parse_retry_after
 from .reasons import Reason
+from .recrawl import (
+    FreshnessClass,
+    RevisitPolicy,
+    dump_history,
+    freshness_class,
+    load_history,
+    next_revisit,
+)
 from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
 from .scope import ScopeGuard
 from .sitemaps import SitemapError, parse_sitemap
@@ -149,6 +157,11 @@ class FetchBatch:
         self.stats = BatchStats(cycle, shard, clock())
         self.outage = StoreOutage(store.url, cfg.limits.store_outage_s, self.stats, clock)
         self.rng = random.Random()
+        r = cfg.recrawl
+        self.revisits = RevisitPolicy(cfg.revisit_interval_s, r.min_interval_s, r.max_interval_s,
+                                      r.jitter, r.max_growth, r.history)  # fmt: skip
+        self._classes = {name: FreshnessClass(name, t.min_priority, t.target_s)
+                         for name, t in cfg.freshness.classes.items()}  # fmt: skip
         self._policies: dict[str, RobotsPolicy] = {}
         self._pending_text: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._net_active = 0  # requests on the wire
@@ -309,10 +322,11 @@ class FetchBatch:
     # URL fetches ---------------------------------------------------------------------
     def _request_headers(self, lease: Lease) -> dict[str, str]:
         headers = {"Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"}
-        if lease.etag:
-            headers["If-None-Match"] = lease.etag
-        if lease.last_modified:
-            headers["If-Modified-Since"] = lease.last_modified
+        if lease.conditional:
+            if lease.etag:
+                headers["If-None-Match"] = lease.etag
+            if lease.last_modified:
+                headers["If-Modified-Since"] = lease.last_modified
         return headers
 
     def _body_cap(self, lease: Lease) -> int:
@@ -397,6 +411,7 @@ class FetchBatch:
             "body_key": None,
             "original_url": lease.redirect_chain[0] if lease.redirect_chain else lease.url,
             "redirect_chain": list(lease.redirect_chain),
+            "conditional": _conditional(lease),
             **extra,
         }
 
@@ -435,9 +450,11 @@ class FetchBatch:
             return self._retry_or_give_up(lease, resp, reason, now)
         if status >= 500:
             return self._retry_or_give_up(lease, resp, Reason.HTTP_SERVER_ERROR.value, now)
-        if status == 304:
-            return Outcome(UrlState.FETCHED, Reason.NOT_MODIFIED.value, revisit, status=status,
-                           record=self._record(lease, resp, Reason.NOT_MODIFIED.value))  # fmt: skip
+        if status == 304:  # the stored document stands; the check still cost a request
+            return self._checked(
+                lease, resp, now, changed=False, reason=Reason.NOT_MODIFIED.value,
+                record=self._record(lease, resp, Reason.NOT_MODIFIED.value),
+            )  # fmt: skip
         if status in REDIRECTS:
             return self._redirect(lease, resp, revisit)
         if status in (404, 410):
@@ -524,21 +541,27 @@ class FetchBatch:
 
     async def _parsed(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
         key = self.bodies.put(resp.body)
+        now = self.clock()
+        if key == lease.content_hash:  # the same bytes as last time: nothing to re-parse
+            return self._checked(
+                lease, resp, now, changed=False, reason=Reason.CONTENT_UNCHANGED.value,
+                record=self._record(lease, resp, Reason.CONTENT_UNCHANGED.value, body_key=key),
+                content_hash=key,
+            )  # fmt: skip
         try:
             parsed = await self._extract(key, lease, resp)
         except ParserFailure as exc:  # crashed, looped or ballooned: this page only
             record = self._record(lease, resp, exc.reason, body_key=key, error=exc.detail)
             return Outcome(UrlState.QUARANTINED, exc.reason, revisit, status=resp.status,
                            record=record)  # fmt: skip
-        base = lease.url
-        if parsed["base_href"]:
-            try:
-                base = normalize(parsed["base_href"], lease.url, self.guard.tracking)
-            except BadUrl:
-                base = lease.url
-        links = self.guard.page_links(parsed["links"], base, lease.url, lease.depth,
-                                      self._policies.get(lease.origin), parsed["canonical"])  # fmt: skip
+        links = self._page_links(lease, parsed)
         ext = parsed["extraction"]
+        if ext["text_hash"] == lease.document_id:  # other bytes (a clock, an ad), same text
+            return self._checked(
+                lease, resp, now, changed=False, reason=Reason.CONTENT_UNCHANGED.value,
+                record=self._record(lease, resp, Reason.CONTENT_UNCHANGED.value, body_key=key),
+                content_hash=key, links=links,
+            )  # fmt: skip
         record = self._record(lease, resp, Reason.FETCHED.value, body_key=key)
         document = {
             "fetch_id": record["fetch_id"],
@@ -558,10 +581,57 @@ class FetchBatch:
             "extraction_version": ext["extraction_version"],
             "fetched_at": resp.started_at,
         }
-        return Outcome(UrlState.FETCHED, Reason.FETCHED.value, revisit, status=resp.status,
-                       content_hash=key, etag=resp.headers.get("etag"),
-                       last_modified=resp.headers.get("last-modified"),
-                       record=record, links=links, document=document)  # fmt: skip
+        return self._checked(
+            lease, resp, now, changed=lease.document_id is not None,
+            reason=Reason.FETCHED.value, record=record, content_hash=key, links=links,
+            document=document, document_id=ext["text_hash"],
+        )  # fmt: skip
+
+    def _freshness_target(self, priority: float) -> float:
+        """A URL's freshness class target: its revisit interval never exceeds it."""
+        return self._classes[freshness_class(priority, list(self._classes.values()))].target_s
+
+    def _page_links(self, lease: Lease, parsed: dict[str, Any]) -> list[Any]:
+        base = lease.url
+        if parsed["base_href"]:
+            try:
+                base = normalize(parsed["base_href"], lease.url, self.guard.tracking)
+            except BadUrl:
+                base = lease.url
+        return self.guard.page_links(parsed["links"], base, lease.url, lease.depth,
+                                     self._policies.get(lease.origin), parsed["canonical"])  # fmt: skip
+
+    def _checked(
+        self,
+        lease: Lease,
+        resp: Response,
+        now: float,
+        changed: bool,
+        reason: str,
+        record: dict[str, Any],
+        **content: Any,
+    ) -> Outcome:
+        """A content check: its observation joins the URL's history, which sets the next
+        visit; an answer to a conditional request says whether the validators told the truth."""
+        observed = None
+        if lease.document_id is not None and lease.last_checked_at is not None:
+            observed = (max(now - lease.last_checked_at, 0.0), changed)
+        plan = next_revisit(self.revisits, load_history(lease.change_history), observed,
+                            lease.priority, lease.revisit_interval_s, self.rng,
+                            self._freshness_target(lease.priority))  # fmt: skip
+        validators = None
+        if _conditional(lease):
+            # a 200 for content that had not changed: the ETag churns or the origin ignores
+            # conditional requests (seed 003 decision 16); a 304 or a real change is honest
+            validators = "honest" if resp.status == 304 or changed else "misleading"
+        return Outcome(
+            UrlState.FETCHED, reason, now + plan.interval_s, status=resp.status,
+            etag=resp.headers.get("etag"), last_modified=resp.headers.get("last-modified"),
+            record=record, checked=True, changed=changed,
+            change_history=dump_history(plan.history), revisit_reason=plan.reason,
+            revisit_interval_s=plan.interval_s, change_rate=plan.rate_per_s,
+            validators=validators, **content,
+        )  # fmt: skip
 
     # robots --------------------------------------------------------------------------
     async def _fetch_robots(self, task: RobotsTask) -> None:
@@ -694,3 +764,9 @@ def run_batch(
 ) -> BatchStats:
     """Sync boundary for assets and the CLI."""
     return asyncio.run(FetchBatch(cfg, store, bodies, pool, cycle, shard).run())
+
+
+def _conditional(lease: Lease) -> bool:
+    """Were validators sent? Not to an origin whose validators proved misleading: there the
+    content hash alone decides (seed 003 decision 16)."""
+    return lease.conditional and bool(lease.etag or lease.last_modified)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -219,6 +220,74 @@ class Indexer(_Section):
         return sink
 
 
+class Recrawl(_Section):
+    """Adaptive revisits (recrawl.py) and the refresh/discovery split of each cycle."""
+
+    min_interval_s: float = Field(d.MIN_REVISIT_S, gt=0)
+    """Shortest revisit interval, however often a page changes."""
+    max_interval_s: float = Field(d.MAX_REVISIT_S, gt=0)
+    """Longest revisit interval, however still a page is."""
+    jitter: float = Field(d.REVISIT_JITTER, ge=0, lt=1)
+    """Intervals are spread by this fraction either way."""
+    max_growth: float = Field(d.REVISIT_MAX_GROWTH, ge=1)
+    """An interval grows at most this many times per check."""
+    history: int = Field(d.CHANGE_HISTORY, ge=2, le=1000)
+    """Content checks kept per URL for the change-rate estimate."""
+    discovery_share: float = Field(d.DISCOVERY_SHARE, ge=0, le=1)
+    """Share of each origin's cycle budget kept for never-fetched URLs (unused share is lent)."""
+    untrusted_after: int = Field(d.UNTRUSTED_AFTER, ge=1)
+    """Misleading validator answers (a 200 to a conditional request for unchanged content)
+    after which an origin is fetched unconditionally."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Recrawl:
+        if self.min_interval_s > self.max_interval_s:
+            raise ValueError("recrawl.min_interval_s must not exceed recrawl.max_interval_s")
+        return self
+
+
+class FreshnessTarget(_Section):
+    """One priority class's freshness target."""
+
+    min_priority: float = Field(ge=0, le=1)
+    """URLs with at least this priority (and under the next class's) belong to the class."""
+    target_s: float = Field(gt=0)
+    """A URL not checked for longer than this is stale."""
+
+
+class Freshness(_Section):
+    """Freshness targets, checked by Dagster asset checks, and the cycle schedule."""
+
+    classes: dict[str, FreshnessTarget] = Field(
+        default_factory=lambda: dict(d.FRESHNESS_CLASSES),
+        validate_default=True,
+    )
+    """Priority classes: name -> {min_priority, target_s}."""
+    max_stale_share: float = Field(d.MAX_STALE_SHARE, ge=0, le=1)
+    """A class fails its check when more than this share of its fetched URLs is stale."""
+    table_max_age_s: float = Field(d.TABLE_MAX_AGE_S, gt=0)
+    """A lake table whose last write is older than this fails its recency check."""
+    cycle_cron: str = d.CYCLE_CRON
+    """Cron cadence of the crawl schedule (a new cycle of every shard per tick)."""
+
+    @field_validator("classes")
+    @classmethod
+    def _some_class(cls, classes: dict[str, FreshnessTarget]) -> dict[str, FreshnessTarget]:
+        if not classes:
+            raise ValueError(
+                "needs at least one class, e.g. {low: {min_priority: 0, target_s: 2592000}}"
+            )
+        return classes
+
+    @field_validator("cycle_cron")
+    @classmethod
+    def _cron(cls, cron: str) -> str:
+        # the shape only (five fields); Dagster checks the values when the schedule loads
+        if not re.fullmatch(r"\s*(?:[\w*/,?-]+\s+){4}[\w*/,?-]+\s*", cron):
+            raise ValueError(f"{cron!r} is not a cron expression such as '0 */6 * * *'")
+        return cron
+
+
 class Dns(_Section):
     """The egress gate's DNS cache: only validated answers are kept."""
 
@@ -289,7 +358,11 @@ class CrawlConfig(_Section):
     resolve_only: bool = False
     """Refuse every host not in `resolve` (no DNS at all): for sandboxes and tests."""
     revisit_interval_s: float = Field(d.REVISIT_INTERVAL_S, gt=0)
-    """A fetched page is due again after this long."""
+    """A fetched page is due again after this long until it has a change history."""
+    recrawl: Recrawl = Field(default_factory=Recrawl)
+    """Adaptive revisit schedule and the refresh/discovery budget split."""
+    freshness: Freshness = Field(default_factory=Freshness)
+    """Freshness targets per priority class and the cycle schedule."""
     extraction_workers: int = Field(0, ge=0, le=64)
     """Extraction processes; 0 = one per CPU core."""
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from . import dedupe, failpoints, outbox
+from . import dedupe, failpoints, outbox, recrawl
 from .batch import BatchStats, run_batch
 from .bodies import BodyStore
 from .config import CrawlConfig
@@ -42,6 +42,8 @@ class Engine:
             class_quota=politeness.class_quota, class_window_s=politeness.class_window_s,
             starvation_bound_s=politeness.starvation_bound_s,
             aging_per_hour=politeness.aging_per_hour, resolve=tuple(cfg.resolve.items()),
+            discovery_share=cfg.recrawl.discovery_share,
+            untrusted_after=cfg.recrawl.untrusted_after,
         )  # fmt: skip
         scope = cfg.scope
         caps = TrapCaps(scope.max_query_variants, scope.max_pattern_urls, scope.max_calendar_urls,
@@ -152,6 +154,47 @@ def export_urls(engine: Engine, cycle: str, shard: int) -> Written:
     """Write this shard's slice of the URL catalogue as it stands after `cycle`."""
     rows = [{**r, "queued_cycle": r.pop("cycle")} for r in engine.store.url_rows(shard)]
     return engine.lake.write_shard("urls", rows, shard_key(shard), cycle)
+
+
+def export_schedule(engine: Engine, cycle: str, shard: int, now: float | None = None) -> Written:
+    """The recrawl_schedule partition: every URL of the shard that was ever checked, with
+    its next due time, why then, its estimated change rate and its staleness against its
+    freshness class's target."""
+    now = time.time() if now is None else now
+    rows = [row for r in engine.store.url_rows(shard)
+            if (row := schedule_row(r, engine.cfg, now)) is not None]  # fmt: skip
+    return engine.lake.write_partition("recrawl_schedule", rows, cycle, shard_key(shard))
+
+
+def schedule_row(url: dict[str, Any], cfg: CrawlConfig, now: float) -> dict[str, Any] | None:
+    """One URL's schedule; None for a URL never checked (it has no copy to be stale)."""
+    if url["last_checked_at"] is None:
+        return None
+    targets = cfg.freshness.classes
+    name = recrawl.freshness_class(
+        float(url["priority"]),
+        [recrawl.FreshnessClass(k, t.min_priority, t.target_s) for k, t in targets.items()],
+    )
+    staleness = now - float(url["last_checked_at"])
+    rate = url["change_rate"]
+    return {
+        "url": url["url"], "origin": url["origin"], "priority": url["priority"],
+        "freshness_class": name, "state": url["state"],
+        "last_checked_at": url["last_checked_at"], "next_due_at": url["due_at"],
+        "interval_s": url["revisit_interval_s"], "reason": _schedule_reason(url),
+        "changes_per_day": None if rate is None else float(rate) * 86400.0,
+        "checks": url["checks"], "changes": url["changes"],
+        "validators_trusted": bool(url["validators_trusted"]),
+        "staleness_s": staleness, "target_s": targets[name].target_s,
+        "stale": staleness > targets[name].target_s,
+    }  # fmt: skip
+
+
+def _schedule_reason(url: dict[str, Any]) -> str:
+    """The revisit reason, unless the URL's state overrides it (a retry, a dead end)."""
+    if url["state"] in ("failed_retryable", "terminal"):
+        return f"{url['state']}:{url['reason']}"
+    return str(url["revisit_reason"] or recrawl.FIRST_VISIT)
 
 
 def _canonical(hint: str | None, url: str) -> str | None:

@@ -50,9 +50,22 @@ RETRY_BACKOFF_S = 60.0  # base delay before a failed URL is eligible again
 STORE_OUTAGE_S = 300.0  # a batch waits this long for an unreachable coordination store
 
 # Revisit
-REVISIT_INTERVAL_S = (
-    24 * 3600.0
-)  # a fetched page is due again after this (recrawl issue refines it)
+REVISIT_INTERVAL_S = 24 * 3600.0  # first revisit, before a URL has a change history
+MIN_REVISIT_S = 600.0  # seed 000 ch. 13: intervals are bounded 10 minutes ...
+MAX_REVISIT_S = 30 * 24 * 3600.0  # ... to 30 days
+REVISIT_JITTER = 0.1  # +-10 %: pages fetched together do not all fall due together
+REVISIT_MAX_GROWTH = 2.0  # an interval at most doubles per quiet check
+CHANGE_HISTORY = 32  # content checks kept per URL for the change-rate estimate
+DISCOVERY_SHARE = 0.3  # of each origin's cycle budget, kept for never-fetched URLs
+UNTRUSTED_AFTER = 3  # misleading validator answers before an origin's validators are ignored
+FRESHNESS_CLASSES = {  # seed 001 ch. 3: important pages within a day, low-value within a month
+    "important": {"min_priority": 0.8, "target_s": 24 * 3600.0},
+    "normal": {"min_priority": 0.3, "target_s": 7 * 24 * 3600.0},
+    "low": {"min_priority": 0.0, "target_s": 30 * 24 * 3600.0},
+}
+MAX_STALE_SHARE = 0.1  # a class fails its freshness check above this share of stale URLs
+TABLE_MAX_AGE_S = 2 * 24 * 3600.0  # a lake table not written for this long fails its check
+CYCLE_CRON = "0 */6 * * *"  # the crawl schedule's cadence: a new cycle every six hours
 
 # Extraction
 EXTRACTION_VERSION = "trafilatura-2.3.1/v1"

@@ -32,7 +32,17 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "queued_cycle": pl.String, "due_at": TS, "attempts": pl.Int32, "fence": pl.Int64,
         "robots_version": pl.Int64, "source": pl.String, "discovered_cycle": pl.String,
         "discovered_at": TS, "last_fetch_at": TS, "last_status": pl.Int32, "etag": pl.String,
-        "last_modified": pl.String, "content_hash": pl.String,
+        "last_modified": pl.String, "content_hash": pl.String, "document_id": pl.String,
+        "last_checked_at": TS, "checks": pl.Int64, "changes": pl.Int64,
+        "revisit_interval_s": pl.Float64, "revisit_reason": pl.String, "change_rate": pl.Float64,
+    },
+    "recrawl_schedule": {
+        **KEYS, "url": pl.String, "origin": pl.String, "priority": pl.Float64,
+        "freshness_class": pl.String, "state": pl.String, "last_checked_at": TS,
+        "next_due_at": TS, "interval_s": pl.Float64, "reason": pl.String,
+        "changes_per_day": pl.Float64, "checks": pl.Int64, "changes": pl.Int64,
+        "validators_trusted": pl.Boolean, "staleness_s": pl.Float64, "target_s": pl.Float64,
+        "stale": pl.Boolean,
     },
     "frontier": {
         **KEYS, "url": pl.String, "origin": pl.String, "depth": pl.Int32, "priority": pl.Float64,
@@ -47,6 +57,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "lease_id": pl.String, "fence": pl.Int64, "attempt": pl.Int32,
         "robots_version": pl.Int64, "error": pl.String, "body_key": pl.String,
         "original_url": pl.String, "redirect_chain": pl.List(pl.String), "batch_fence": pl.Int64,
+        "conditional": pl.Boolean,
     },
     "documents": {
         **KEYS, "fetch_id": pl.String, "url": pl.String, "origin": pl.String, "title": pl.String,
@@ -119,6 +130,13 @@ class Lake:
 
     def exists(self, table: str) -> bool:
         return bool(DeltaTable.is_deltatable(self.uri(table), storage_options=self.storage_options))
+
+    def last_write_at(self, table: str) -> float | None:
+        """Epoch seconds of the table's latest commit; None if it was never written."""
+        if not self.exists(table):
+            return None
+        latest = DeltaTable(self.uri(table), storage_options=self.storage_options).history(1)
+        return float(latest[0]["timestamp"]) / 1000.0 if latest else None
 
     def _replace(
         self,

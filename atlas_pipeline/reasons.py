@@ -35,6 +35,7 @@ class Reason(StrEnum):
     # fetch outcomes
     FETCHED = "fetched"
     NOT_MODIFIED = "not_modified"
+    CONTENT_UNCHANGED = "content_unchanged"  # a 200 whose content hash matched the last one
     REDIRECT = "redirect"
     HTTP_CLIENT_ERROR = "http_4xx"
     HTTP_GONE = "http_gone"  # 404 / 410: final

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from atlas_pipeline.sandbox import SandboxWeb
+from atlas_pipeline.sandbox import Changing, SandboxWeb
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,14 +63,56 @@ class FileRequestLog:
 @dataclass
 class SandboxProcess:
     """The sandbox web served by `atlas web` in its own process: the crawler under test never
-    shares a GIL with the server, so the times the server logs are the times requests arrived."""
+    shares a GIL with the server, so the times the server logs are the times requests arrived.
+
+    `web` (and `changing`, with --changing) model the server's content on this side; with
+    `proc`, ``bump_generation()`` moves the server and the models on together."""
 
     web: SandboxWeb
     port: int
     log: FileRequestLog
+    proc: subprocess.Popen[str] | None = None
+    changing: Changing | None = None
+    _lines: queue.Queue[str] = field(default_factory=queue.Queue, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            # A reader thread, so waiting for a line can time out (a pipe read cannot).
+            stdout = self.proc.stdout
+            reader = threading.Thread(target=self._read, args=(stdout,), daemon=True)
+            reader.start()
+
+    def _read(self, stdout: Iterable[str]) -> None:
+        for line in stdout:
+            self._lines.put(line)
 
     def url(self, host: str, path: str = "/") -> str:
         return self.web.url(host, path)
+
+    def bump_generation(self, timeout_s: float = 10.0) -> int:
+        """SIGUSR1 to `atlas web`, wait for its `generation N` line, bump the models; returns N."""
+        assert self.proc is not None, "bump_generation needs the `atlas web` process"
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        seen: list[str] = []
+        while True:
+            try:
+                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.001))
+            except queue.Empty:
+                raise AssertionError(
+                    f"`atlas web` printed no 'generation N' line within {timeout_s} s of SIGUSR1"
+                    f" (exit code {self.proc.poll()}, other output: {seen!r})"
+                ) from None
+            found = re.fullmatch(r"generation (\d+)", line.strip())
+            if found:
+                break
+            seen.append(line)
+        generation = int(found.group(1))
+        model = self.web.bump_generation()
+        if self.changing is not None:
+            self.changing.bump_generation()
+        assert model == generation, f"server at generation {generation}, test model at {model}"
+        return generation
 
 
 @contextmanager
@@ -81,11 +126,13 @@ def running_sandbox(
     traps: bool = False,
     trap_scale: int = 1,
     dupes: bool = False,
+    changing: bool = False,
 ) -> Iterator[SandboxProcess]:
     """`atlas web` in its own process (seed 7, loopback, a port of its own), request log at `log`;
     `hostile` adds the hostile origins, aimed at the canary on `canary_port` (see running_canary);
     `traps` the trap origins, every trap's extent times `trap_scale`; `dupes` the
-    duplicate-content origin."""
+    duplicate-content origin; `changing` the changing-content origins (see
+    SandboxProcess.bump_generation)."""
     if trap_scale != 1 and not traps:
         raise ValueError("trap_scale only means something with traps=True")
     cmd = [sys.executable, "-m", "assets.cli", "web", "--port", "0", "--seed", "7",
@@ -93,7 +140,7 @@ def running_sandbox(
            *(["--lab"] if lab else []), *(["--hostile"] if hostile else []),
            *(["--canary-port", str(canary_port)] if canary_port is not None else []),
            *(["--traps", "--trap-scale", str(trap_scale)] if traps else []),
-           *(["--dupes"] if dupes else [])]  # fmt: skip
+           *(["--dupes"] if dupes else []), *(["--changing"] if changing else [])]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
     try:
@@ -103,7 +150,8 @@ def running_sandbox(
         assert found, f"the sandbox did not start: {banner!r}"
         port = int(found.group(1))
         web = SandboxWeb(seed=7, generated_origins=origins, pages_per_origin=pages, port=port)
-        yield SandboxProcess(web, port, FileRequestLog(log))
+        model = Changing(port) if changing else None
+        yield SandboxProcess(web, port, FileRequestLog(log), proc, model)
     finally:
         proc.terminate()
         proc.wait(10)

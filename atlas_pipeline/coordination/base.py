@@ -53,6 +53,8 @@ class OriginPolicy:
     starvation_bound_s: float = 30.0  # an origin waiting longer is served first, quota or not
     aging_per_hour: float = 0.0  # priority a queued URL gains per hour it has waited
     resolve: tuple[tuple[str, str], ...] = ()  # host -> IP for "ip" buckets (else DNS)
+    discovery_share: float = 0.0  # of each origin's cycle budget, kept for never-fetched URLs
+    untrusted_after: int = 3  # misleading validator answers before an origin goes unconditional
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,13 @@ class Lease:
     gap_s: float = 0.0  # the gap the claim reserved, guard included
     redirect_chain: tuple[str, ...] = ()  # URLs that redirected to this one, first URL first
     kind: str = "page"  # or "sitemap"
+    priority: float = 0.5
+    content_hash: str | None = None  # body key of the last content
+    document_id: str | None = None  # text hash of the last document
+    change_history: str | None = None  # recrawl.dump_history of earlier content checks
+    last_checked_at: float | None = None
+    revisit_interval_s: float | None = None  # the interval that led to this visit
+    conditional: bool = True  # False once the origin's validators proved misleading
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +165,14 @@ class Outcome:
     # the parse manifest: link rows, each with the Candidate it offers (None when rejected earlier)
     links: list[tuple[dict[str, Any], Candidate | None]] = field(default_factory=list)
     document: dict[str, Any] | None = None  # the documents row
+    document_id: str | None = None  # the text hash the URL holds now (new or kept)
+    checked: bool = False  # content was compared (a 304, or a 200 that was hashed)
+    changed: bool = False  # ... and it had changed since the last check
+    change_history: str | None = None
+    revisit_reason: str | None = None
+    revisit_interval_s: float | None = None
+    change_rate: float | None = None  # changes per second, estimated
+    validators: str | None = None  # "honest" or "misleading" answer to a conditional request
 
 
 @dataclass(frozen=True, slots=True)

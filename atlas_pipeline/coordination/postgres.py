@@ -36,14 +36,22 @@ _INSERT_URLS = """
 
 _APPLY = """
     UPDATE urls u SET state = v.state, reason = v.reason, due_at = v.due_at, lease_id = NULL,
-        lease_expires_at = NULL, slot_held = 0, last_fetch_at = %s, last_status = v.status,
+        lease_expires_at = NULL, slot_held = 0, last_fetch_at = %(now)s, last_status = v.status,
         etag = COALESCE(v.etag, u.etag), last_modified = COALESCE(v.lm, u.last_modified),
-        content_hash = COALESCE(v.ch, u.content_hash)
-    FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::float8[], %s::int[],
-                %s::text[], %s::text[], %s::text[]) AS v(url, fence, state, reason, due_at,
-                                                         status, etag, lm, ch)
+        content_hash = COALESCE(v.ch, u.content_hash),
+        document_id = COALESCE(v.doc, u.document_id),
+        change_history = COALESCE(v.hist, u.change_history),
+        last_checked_at = CASE WHEN v.checked = 1 THEN %(now)s ELSE u.last_checked_at END,
+        checks = u.checks + v.checked, changes = u.changes + v.changed,
+        revisit_interval_s = COALESCE(v.interval, u.revisit_interval_s),
+        revisit_reason = COALESCE(v.why, u.revisit_reason),
+        change_rate = COALESCE(v.rate, u.change_rate)
+    FROM unnest(%(cols)s) AS v(url, fence, state, reason, due_at, status, etag, lm, ch, doc,
+                               hist, checked, changed, interval, why, rate)
     WHERE u.url = v.url AND u.fence = v.fence AND u.state = 'leased'
     RETURNING u.url, u.fence"""
+_APPLY_TYPES = ("text", "int", "text", "text", "float8", "int", "text", "text", "text", "text",
+                "text", "int", "int", "float8", "text", "float8")  # fmt: skip
 
 
 class _Row(tuple[Any, ...]):
@@ -214,10 +222,16 @@ class PostgresStore(SqliteStore):
     ) -> list[bool]:
         cols = [
             [x.url, x.fence, o.state.value, o.reason, o.due_at, o.status, o.etag,
-             o.last_modified, o.content_hash]
+             o.last_modified, o.content_hash, o.document_id, o.change_history, int(o.checked),
+             int(o.changed), o.revisit_interval_s, o.revisit_reason, o.change_rate]
             for x, o in results
         ]  # fmt: skip
-        cur = c.raw.execute(_APPLY, [now, *(list(col) for col in zip(*cols, strict=True))])
+        arrays = list(zip(*cols, strict=True))
+        sql = _APPLY.replace(
+            "%(cols)s",
+            ", ".join(f"%(a{i})s::{t}[]" for i, t in enumerate(_APPLY_TYPES)),
+        )
+        cur = c.raw.execute(sql, {"now": now, **{f"a{i}": list(a) for i, a in enumerate(arrays)}})
         done = {(url, fence) for url, fence in cur.fetchall()}
         return [(x.url, x.fence) in done for x, _ in results]
 

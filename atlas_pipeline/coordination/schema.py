@@ -249,4 +249,25 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # Adaptive revisits (recrawl.py): each URL keeps its content checks and the document its
+    # last content gave; each origin counts how often its validators misled.
+    (
+        15,
+        [
+            "ALTER TABLE urls ADD COLUMN document_id TEXT",
+            "ALTER TABLE urls ADD COLUMN change_history TEXT",
+            "ALTER TABLE urls ADD COLUMN last_checked_at REAL",
+            "ALTER TABLE urls ADD COLUMN revisit_interval_s REAL",
+            "ALTER TABLE urls ADD COLUMN revisit_reason TEXT",
+            "ALTER TABLE urls ADD COLUMN change_rate REAL",
+            "ALTER TABLE urls ADD COLUMN checks BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE urls ADD COLUMN changes BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE origins ADD COLUMN validator_checks BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE origins ADD COLUMN validator_misses BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE origins ADD COLUMN validators_trusted INTEGER NOT NULL DEFAULT 1",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import socket
 import sqlite3
 import threading
@@ -47,6 +48,8 @@ Conn = Any  # sqlite3.Connection, or postgres.py's adapter with the same execute
 Row = Any  # sqlite3.Row, or postgres.py's row with the same [name] / [index] access
 
 _POLL_S = 0.25  # how soon to look again when another worker holds the only free slot
+# states a URL reaches only after a fetch: picking one again is a revisit, not discovery
+_REVISITED = frozenset({"fetched", "quarantined", "blocked"})
 _BATCH = 200  # rows per multi-row statement (18 parameters a URL row)
 _INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
     (fetch_id, cycle, shard, url, fence, record, links, document, body_key)
@@ -482,12 +485,10 @@ class SqliteStore:
                 # aging: a URL left out of earlier cycles by the budget gains priority as it waits
                 (shard, cycle, now, now, self.default_policy.aging_per_hour, now),
             ).fetchall()
-            picked: list[tuple[str, int]] = []
-            for row in due:
-                if counts.get(row["origin"], 0) >= self.cycle_budget:
-                    continue
-                counts[row["origin"]] = counts.get(row["origin"], 0) + 1
-                picked.append((_selection_reason(row["state"]), row["seq"]))
+            picked = [
+                (_selection_reason(row["state"]), row["seq"])
+                for row in self._split_budget(due, counts)
+            ]
             c.executemany(
                 """UPDATE urls SET cycle = ?, state = 'eligible', reason = ?,
                    attempts = CASE WHEN state IN ('fetched', 'quarantined') THEN 0 ELSE attempts END
@@ -499,6 +500,38 @@ class SqliteStore:
                 [(cycle, n, o) for o, n in counts.items()],
             )
         return self.frontier_rows(cycle, shard)
+
+    def _split_budget(self, due: list[Row], counts: dict[str, int]) -> list[Row]:
+        """Each origin's free budget, in priority order, with `discovery_share` of it kept
+        for never-fetched URLs and the rest for revisits, so neither starves the other; a
+        share one side cannot use goes to the other. `counts` is advanced."""
+        share = self.default_policy.discovery_share
+        by_origin: dict[str, list[Row]] = {}
+        for row in due:
+            by_origin.setdefault(row["origin"], []).append(row)
+        picked: list[Row] = []
+        for origin, rows in by_origin.items():
+            free = self.cycle_budget - counts.get(origin, 0)
+            if free <= 0:
+                continue
+            new = [r for r in rows if r["state"] not in _REVISITED]
+            for_new = min(len(new), math.ceil(free * share))
+            for_old = min(len(rows) - len(new), free - for_new)
+            spare = free - for_new - for_old
+            mine: list[Row] = []
+            for row in rows:
+                if row["state"] in _REVISITED and for_old > 0:
+                    for_old -= 1
+                elif row["state"] not in _REVISITED and for_new > 0:
+                    for_new -= 1
+                elif spare > 0:
+                    spare -= 1
+                else:
+                    continue
+                mine.append(row)
+            counts[origin] = counts.get(origin, 0) + len(mine)
+            picked += mine
+        return picked
 
     def frontier_rows(self, cycle: str, shard: int) -> list[dict[str, Any]]:
         rows = self._select(
@@ -684,7 +717,9 @@ class SqliteStore:
         n: int,
     ) -> list[Lease]:
         rows = c.execute(
-            """SELECT seq, url, depth, fence, attempts, etag, last_modified, redirect_chain, kind
+            """SELECT seq, url, depth, fence, attempts, etag, last_modified, redirect_chain, kind,
+                      priority, content_hash, document_id, change_history, last_checked_at,
+                      revisit_interval_s
                FROM urls
                WHERE origin = ? AND cycle = ? AND state IN ('eligible', 'failed_retryable')
                  AND due_at <= ? ORDER BY priority DESC, seq LIMIT ?""",
@@ -715,6 +750,13 @@ class SqliteStore:
                     gap_s=gap,
                     redirect_chain=tuple(json.loads(row["redirect_chain"] or "[]")),
                     kind=row["kind"],
+                    priority=float(row["priority"]),
+                    content_hash=row["content_hash"],
+                    document_id=row["document_id"],
+                    change_history=row["change_history"],
+                    last_checked_at=row["last_checked_at"],
+                    revisit_interval_s=row["revisit_interval_s"],
+                    conditional=bool(origin["validators_trusted"]),
                 )
             )
         if blocked:
@@ -779,6 +821,7 @@ class SqliteStore:
             live = [r for r, ok in zip(results, applied, strict=True) if ok]
             if live:
                 self._write_records(c, live, cycle, now)
+                self._note_validators(c, live)
                 if self.default_policy.adaptive_max_gap_s > 0:
                     self._adapt(c, live)
         return applied
@@ -826,18 +869,51 @@ class SqliteStore:
         return applied
 
     def _apply(self, c: Conn, lease: Lease, outcome: Outcome, now: float) -> bool:
+        o = outcome
         cur = c.execute(
             """UPDATE urls SET state = ?, reason = ?, due_at = ?, lease_id = NULL,
                  lease_expires_at = NULL, slot_held = 0, last_fetch_at = ?, last_status = ?,
                  etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified),
-                 content_hash = COALESCE(?, content_hash)
+                 content_hash = COALESCE(?, content_hash),
+                 document_id = COALESCE(?, document_id),
+                 change_history = COALESCE(?, change_history),
+                 last_checked_at = CASE WHEN ? = 1 THEN ? ELSE last_checked_at END,
+                 checks = checks + ?, changes = changes + ?,
+                 revisit_interval_s = COALESCE(?, revisit_interval_s),
+                 revisit_reason = COALESCE(?, revisit_reason), change_rate = COALESCE(?, change_rate)
                WHERE url = ? AND fence = ? AND state = 'leased'""",
             (
-                outcome.state.value, outcome.reason, outcome.due_at, now, outcome.status,
-                outcome.etag, outcome.last_modified, outcome.content_hash, lease.url, lease.fence,
+                o.state.value, o.reason, o.due_at, now, o.status, o.etag, o.last_modified,
+                o.content_hash, o.document_id, o.change_history, int(o.checked), now,
+                int(o.checked), int(o.changed), o.revisit_interval_s, o.revisit_reason,
+                o.change_rate, lease.url, lease.fence,
             ),
         )  # fmt: skip
         return bool(cur.rowcount == 1)
+
+    def _note_validators(self, c: Conn, results: Sequence[tuple[Lease, Outcome]]) -> None:
+        """Count each origin's answers to conditional requests; past `untrusted_after`
+        misleading ones (and more misleading than honest) it is fetched unconditionally."""
+        seen: dict[str, list[int]] = {}
+        for lease, outcome in results:
+            if outcome.validators is not None:
+                n = seen.setdefault(lease.origin, [0, 0])
+                n[0] += 1
+                n[1] += outcome.validators == "misleading"
+        if not seen:
+            return
+        c.executemany(
+            """UPDATE origins SET validator_checks = validator_checks + ?,
+                 validator_misses = validator_misses + ?,
+                 validators_trusted = CASE WHEN validator_misses + ? >= ?
+                   AND 2 * (validator_misses + ?) > validator_checks + ? THEN 0
+                   ELSE validators_trusted END
+               WHERE origin = ?""",
+            [
+                (n, m, m, self.default_policy.untrusted_after, m, n, o)
+                for o, (n, m) in sorted(seen.items())
+            ],
+        )
 
     def _write_records(
         self, c: Conn, results: Sequence[tuple[Lease, Outcome]], cycle: str, now: float
@@ -1100,7 +1176,11 @@ class SqliteStore:
         rows = self._select(
             """SELECT url, discovered_url, origin, depth, priority, state, reason, cycle, due_at,
                       attempts, fence, robots_version, source, discovered_cycle, discovered_at,
-                      last_fetch_at, last_status, etag, last_modified, content_hash
+                      last_fetch_at, last_status, etag, last_modified, content_hash,
+                      document_id, last_checked_at, checks, changes, revisit_interval_s,
+                      revisit_reason, change_rate,
+                      (SELECT validators_trusted FROM origins o WHERE o.origin = urls.origin)
+                        AS validators_trusted
                FROM urls WHERE shard = ? ORDER BY seq""",
             (shard,),
         )

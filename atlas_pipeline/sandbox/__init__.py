@@ -6,6 +6,7 @@ code never imports it.
 
 from __future__ import annotations
 
+from .changing import CHANGING_HOSTS, Changing
 from .dupes import DUPES_HOSTS, Dupes
 from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
 from .indexer import (
@@ -28,6 +29,7 @@ from .traps import DEFAULT_TRAP_SCALE, MAX_TRAP_SCALE, TRAP_HOSTS, Traps
 from .web import LOGGED_HEADERS, RequestLog, SandboxResolver, make_app
 
 __all__ = [
+    "CHANGING_HOSTS",
     "DEFAULT_CANARY_PORT",
     "DEFAULT_INDEXER_PORT",
     "DEFAULT_TRAP_SCALE",
@@ -41,6 +43,7 @@ __all__ = [
     "REDIRECT_PATH",
     "TRAP_HOSTS",
     "CanaryServer",
+    "Changing",
     "Dupes",
     "EventStore",
     "Hostile",

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web as aio_web
 
+from .changing import CHANGING_HOSTS, Changing
 from .dupes import DUPES_HOSTS, Dupes
 from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
 from .lab import Lab
@@ -67,6 +68,24 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
             loop.add_signal_handler(sig, stop.set)
 
 
+def _bump_on_sigusr1(web: SandboxWeb, changing: Changing | None) -> None:
+    """On SIGUSR1, advance the generation of ``web`` (and ``changing``) and print
+    ``generation N``, the line a parent process waits for."""
+    sig = getattr(signal, "SIGUSR1", None)
+    if sig is None:
+        return  # no SIGUSR1 on this platform: generations stay at 0
+
+    def bump() -> None:
+        generation = web.bump_generation()
+        if changing is not None:
+            changing.bump_generation()
+        print(f"generation {generation}", flush=True)
+
+    # As for the stop signals: only the main thread can handle signals.
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(sig, bump)
+
+
 class SandboxServer:
     """The sandbox web served from a background thread with its own event loop.
 
@@ -74,7 +93,7 @@ class SandboxServer:
     real port, so the absolute links pages contain point at this server. ``hostile`` also
     serves the hostile origins (hostile.py), pointing at the canary on ``canary_port``;
     ``traps`` the trap origins (traps.py) at ``trap_scale``; ``dupes`` the duplicate-content
-    origin (dupes.py).
+    origin (dupes.py); ``changing`` the changing-content origins (changing.py).
     """
 
     def __init__(
@@ -88,6 +107,7 @@ class SandboxServer:
         traps: bool = False,
         trap_scale: int = DEFAULT_TRAP_SCALE,
         dupes: bool = False,
+        changing: bool = False,
     ) -> None:
         self.web = web
         self.host = _loopback(host)
@@ -95,6 +115,7 @@ class SandboxServer:
         self.hostile = Hostile(canary_port) if hostile else None
         self.traps = Traps(trap_scale) if traps else None  # a bad scale fails before the log opens
         self.dupes = Dupes() if dupes else None
+        self.changing = Changing() if changing else None
         self.log = RequestLog(log_path)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -116,6 +137,8 @@ class SandboxServer:
         sock = _bind(self.host, self.port)
         self.port = sock.getsockname()[1]
         self.web.port = self.port
+        if self.changing is not None:
+            self.changing.port = self.port
         ready = threading.Event()
         loop = asyncio.new_event_loop()
         thread = threading.Thread(
@@ -135,7 +158,14 @@ class SandboxServer:
     ) -> None:
         asyncio.set_event_loop(loop)
         runner = aio_web.AppRunner(
-            make_app(self.web, self.log, hostile=self.hostile, traps=self.traps, dupes=self.dupes),
+            make_app(
+                self.web,
+                self.log,
+                hostile=self.hostile,
+                traps=self.traps,
+                dupes=self.dupes,
+                changing=self.changing,
+            ),
             access_log=None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
         )
@@ -155,6 +185,14 @@ class SandboxServer:
         finally:
             loop.run_until_complete(runner.cleanup())
             loop.close()
+
+    def bump_generation(self) -> int:
+        """Advance the generation of ``web`` and of the changing origins; returns it (what
+        SIGUSR1 does to `atlas web`)."""
+        generation = self.web.bump_generation()
+        if self.changing is not None:
+            self.changing.bump_generation()
+        return generation
 
     def stop(self) -> None:
         """Stop serving, wait for the thread and close the log file. Idempotent."""
@@ -188,16 +226,20 @@ def serve_forever(
     traps: bool = False,
     trap_scale: int = DEFAULT_TRAP_SCALE,
     dupes: bool = False,
+    changing: bool = False,
 ) -> None:
     """Serve ``web`` in the foreground until Ctrl-C or SIGTERM (for ``atlas web``); ``lab``
     turns on the politeness lab's misbehaving origins (lab.py), ``hostile`` the hostile
     origins (hostile.py) with their links and redirects aimed at the canary on ``canary_port``,
     ``traps`` the trap origins (traps.py) with every trap's extent times ``trap_scale``,
-    ``dupes`` the duplicate-content origin (dupes.py)."""
+    ``dupes`` the duplicate-content origin (dupes.py), ``changing`` the changing-content
+    origins (changing.py). SIGUSR1 advances the generation of ``web`` and of the changing
+    origins and prints ``generation N``."""
     address = _loopback(host)
     trap_origins = Traps(trap_scale) if traps else None  # a bad scale fails before binding
     sock = _bind(address, port)
     web.port = sock.getsockname()[1]
+    changing_origins = Changing(web.port) if changing else None
     log = RequestLog(log_path)
 
     async def main() -> None:
@@ -209,6 +251,7 @@ def serve_forever(
                 Hostile(canary_port) if hostile else None,
                 trap_origins,
                 Dupes() if dupes else None,
+                changing_origins,
             ),
             access_log=None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
@@ -217,6 +260,7 @@ def serve_forever(
         await aio_web.SockSite(runner, sock).start()
         stop = asyncio.Event()
         _stop_on_signals(stop)
+        _bump_on_sigusr1(web, changing_origins)
         hostile_note = (
             f"; hostile origins {', '.join(HOSTILE_HOSTS)} aimed at canary port {canary_port}"
             if hostile
@@ -224,11 +268,16 @@ def serve_forever(
         )
         trap_note = f"; trap origins {', '.join(TRAP_HOSTS)} at scale {trap_scale}" if traps else ""
         dupes_note = f"; duplicate-content origin {', '.join(DUPES_HOSTS)}" if dupes else ""
+        changing_note = (
+            f"; changing-content origins {', '.join(CHANGING_HOSTS)} (SIGUSR1: next generation)"
+            if changing
+            else ""
+        )
         print(
             f"Atlas sandbox web: {len(web.hosts)} origins on {_base_url(address, web.port)}"
             f" (routed by Host, e.g. {web.seed_urls()[0]}); "
             f"request log: {log_path if log_path is not None else 'in memory only'}"
-            f"{hostile_note}{trap_note}{dupes_note}",
+            f"{hostile_note}{trap_note}{dupes_note}{changing_note}",
             flush=True,
         )
         try:

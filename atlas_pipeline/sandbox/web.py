@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from aiohttp import web as aio_web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from .changing import Changing
 from .dupes import Dupes
 from .hostile import Answer, Hostile, Stream
 from .lab import Lab
@@ -227,11 +228,13 @@ def make_app(
     hostile: Hostile | None = None,
     traps: Traps | None = None,
     dupes: Dupes | None = None,
+    changing: Changing | None = None,
 ) -> aio_web.Application:
     """An aiohttp app serving every origin of ``web``, routed by the Host header; with a
     ``lab``, its misbehaving origins answer first (see lab.py); with ``hostile``, the hostile
     origins are served too (see hostile.py); with ``traps``, the trap origins (see traps.py);
-    with ``dupes``, the duplicate-content origin (see dupes.py)."""
+    with ``dupes``, the duplicate-content origin (see dupes.py); with ``changing``, the
+    changing-content origins (see changing.py)."""
 
     async def answer(request: aio_web.Request) -> Answer | Stream:
         host, path = _host_name(request.headers.get("Host", "")), request.path
@@ -241,6 +244,8 @@ def make_app(
             return traps.answer(host, request.raw_path, web.port)
         if dupes is not None and dupes.serves(host) and request.method in ("GET", "HEAD"):
             return dupes.answer(host, request.raw_path, web.port)
+        if changing is not None and changing.serves(host) and request.method in ("GET", "HEAD"):
+            return changing.answer(host, request.raw_path, web.port, request.headers)
         special = None
         if lab is not None and web.is_sandbox_host(host):
             await lab.delay(host, path)

@@ -14,7 +14,14 @@ import yaml
 
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.coordination.base import UrlState
-from atlas_pipeline.crawl import Engine, cluster_documents, export_urls, fetch_shard, plan_frontier
+from atlas_pipeline.crawl import (
+    Engine,
+    cluster_documents,
+    export_schedule,
+    export_urls,
+    fetch_shard,
+    plan_frontier,
+)
 from atlas_pipeline.dedupe import METHODS
 from atlas_pipeline.lake import SCHEMAS, Lake
 from atlas_pipeline.outbox import DELETE, UPSERT
@@ -30,7 +37,8 @@ from resources.dbt import (
     ensure_manifest,
 )
 
-TABLES = ("urls", "frontier", "fetches", "documents", "links", "dedupe_clusters", "index_ready")
+TABLES = ("urls", "frontier", "fetches", "documents", "links", "dedupe_clusters", "index_ready",
+          "recrawl_schedule")  # fmt: skip
 SCHEMA_YML = DBT_PROJECT_DIR / "models" / "staging" / "schema.yml"
 SOURCES_YML = DBT_PROJECT_DIR / "models" / "sources.yml"
 CYCLE = "c0001"
@@ -108,6 +116,7 @@ def lake_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 fetch_shard(eng, CYCLE, shard)
                 export_urls(eng, CYCLE, shard)
                 cluster_documents(eng, CYCLE, shard)
+                export_schedule(eng, CYCLE, shard)
         finally:
             eng.close()
     return Path(cfg.lake_path)
@@ -177,7 +186,8 @@ def test_models_are_tables_with_the_lake_rows(
             columns = [c[0] for c in con.execute(f"describe main.{model}").fetchall()]
             assert columns == list(SCHEMAS[table])
         # real crawl data, not empty tables
-        for table in ("urls", "fetches", "documents", "links", "dedupe_clusters", "index_ready"):
+        for table in ("urls", "fetches", "documents", "links", "dedupe_clusters", "index_ready",
+                      "recrawl_schedule"):  # fmt: skip
             (rows,) = con.execute(f"select count(*) from main.stg_{table}").fetchone() or (0,)
             assert rows > 0, table
         kinds_fetched = con.execute("select distinct kind from main.stg_fetches").fetchall()

@@ -1458,3 +1458,29 @@ def test_urls_are_found_by_digest_and_confirmed_on_the_full_string(tmp_path: Pat
     assert store.digest_collisions == 1
     rows = [r["url"] for r in store.url_rows(SHARD)]
     assert sorted(rows) == [a, b]
+
+
+@pytest.mark.parametrize(("revisits", "new", "picked"), [
+    (20, 20, (7, 3)),  # both sides waiting: 30 % of the budget is kept for discovery
+    (20, 0, (10, 0)),  # nothing new: revisits take the whole budget
+    (0, 20, (0, 10)),  # nothing due again: discovery takes it
+    (20, 1, (9, 1)),  # discovery's unused share is lent to revisits
+])  # fmt: skip
+def test_the_cycle_budget_is_split_between_revisits_and_discovery(
+    revisits: int, new: int, picked: tuple[int, int]
+) -> None:
+    policy = OriginPolicy(0.0, 1, discovery_share=0.3)
+    store = open_store(_backend_url["url"], policy, 10)
+    old = [f"https://news-a.example.test/old-{i}" for i in range(revisits)]
+    fresh = [f"https://news-a.example.test/new-{i}" for i in range(new)]
+    # the revisits outrank the new URLs, so without the reserve they would take every slot
+    store.discover([cand(u, priority=0.9) for u in old], None)
+    store.discover([cand(u, priority=0.1) for u in fresh], None)
+    with store._tx() as c:  # as after an earlier cycle fetched them, now due again
+        c.executemany(
+            "UPDATE urls SET state = 'fetched', due_at = ? WHERE url = ?", [(T0, u) for u in old]
+        )
+    rows = store.select_frontier("c2", SHARD, T0 + 1)
+    got = (sum("/old-" in r["url"] for r in rows), sum("/new-" in r["url"] for r in rows))
+    assert got == picked
+    store.close()

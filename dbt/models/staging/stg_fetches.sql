@@ -28,5 +28,7 @@ select
     cast(original_url as varchar) as original_url,
     cast(redirect_chain as varchar[]) as redirect_chain,
     -- the batch fence of the run that wrote the partition (the newest run of it)
-    cast(batch_fence as bigint) as batch_fence
+    cast(batch_fence as bigint) as batch_fence,
+    -- whether validators (If-None-Match / If-Modified-Since) were sent
+    cast(conditional as boolean) as conditional
 from {{ source('lake', 'fetches') }}

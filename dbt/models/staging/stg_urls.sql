@@ -21,5 +21,14 @@ select
     cast(last_status as integer) as last_status,
     cast(etag as varchar) as etag,
     cast(last_modified as varchar) as last_modified,
-    cast(content_hash as varchar) as content_hash
+    cast(content_hash as varchar) as content_hash,
+    -- the text hash of the document the URL holds now, and its content checks so far
+    cast(document_id as varchar) as document_id,
+    cast(last_checked_at as timestamptz) as last_checked_at,
+    cast(checks as bigint) as checks,
+    cast(changes as bigint) as changes,
+    cast(revisit_interval_s as double) as revisit_interval_s,
+    cast(revisit_reason as varchar) as revisit_reason,
+    -- estimated changes per second (Poisson, from checks at irregular intervals)
+    cast(change_rate as double) as change_rate
 from {{ source('lake', 'urls') }}

@@ -9,6 +9,7 @@ import polars as pl
 
 from atlas_pipeline.crawl import (
     cluster_documents,
+    export_origins,
     export_schedule,
     export_urls,
     fetch_shard,
@@ -29,7 +30,8 @@ URLS = dg.AssetKey(["crawl", "urls"])
 DEDUPE_CLUSTERS = dg.AssetKey(["crawl", "dedupe_clusters"])
 INDEX_READY = dg.AssetKey(["crawl", "index_ready"])
 RECRAWL_SCHEDULE = dg.AssetKey(["crawl", "recrawl_schedule"])
-TABLES = {key.path[-1]: key for key in (FRONTIER, FETCHES, DOCUMENTS, LINKS, URLS,
+ORIGINS = dg.AssetKey(["crawl", "origins"])
+TABLES = {key.path[-1]: key for key in (FRONTIER, FETCHES, DOCUMENTS, LINKS, URLS, ORIGINS,
                                         DEDUPE_CLUSTERS, INDEX_READY, RECRAWL_SCHEDULE)}  # fmt: skip
 
 
@@ -187,7 +189,34 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
             df = engine.lake.read_partition("recrawl_schedule", cycle, shard_key(shard))
         return dg.MaterializeResult(metadata=table_metadata(written, _schedule_meta(df)))
 
-    return [frontier, fetch_batch, urls, dedupe_clusters, recrawl_schedule]
+    @dg.asset(
+        key=ORIGINS,
+        deps=[FETCHES],
+        partitions_def=partitions,
+        group_name="crawl",
+        kinds={"delta"},
+    )
+    def origins(context: dg.AssetExecutionContext, atlas: AtlasCrawl) -> dg.MaterializeResult:
+        """Origins of this shard as they stand after the cycle: pacing (configured and
+        adaptive gap), fairness class, robots status, validator trust, operator pause."""
+        cycle, shard = cycle_and_shard(context)
+        with atlas.open() as engine:
+            written = export_origins(engine, cycle, shard)
+            df = engine.lake.read("origins").filter(pl.col("origin_shard") == shard_key(shard))
+        return dg.MaterializeResult(
+            metadata=table_metadata(
+                written,
+                {
+                    "paused": int(df["paused"].sum()),
+                    "untrusted_validators": int((~df["validators_trusted"]).sum()),
+                    "robots_status": dg.MetadataValue.json(counts(df["robots_status"].to_list())),
+                    "per_origin": frame_table(df.select("origin", "fair_class", "min_gap_s",
+                                                        "adapt_gap_s", "robots_status", "paused")),
+                },
+            )
+        )  # fmt: skip
+
+    return [frontier, fetch_batch, urls, origins, dedupe_clusters, recrawl_schedule]
 
 
 def _schedule_meta(df: pl.DataFrame) -> dict[str, Any]:

@@ -156,6 +156,13 @@ def export_urls(engine: Engine, cycle: str, shard: int) -> Written:
     return engine.lake.write_shard("urls", rows, shard_key(shard), cycle)
 
 
+def export_origins(engine: Engine, cycle: str, shard: int) -> Written:
+    """Write this shard's origins (pacing, fairness class, robots, validators, pause) as
+    they stand after `cycle`."""
+    return engine.lake.write_shard("origins", engine.store.origin_rows(shard), shard_key(shard),
+                                   cycle)  # fmt: skip
+
+
 def export_schedule(engine: Engine, cycle: str, shard: int, now: float | None = None) -> Written:
     """The recrawl_schedule partition: every URL of the shard that was ever checked, with
     its next due time, why then, its estimated change rate and its staleness against its

@@ -36,6 +36,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "last_checked_at": TS, "checks": pl.Int64, "changes": pl.Int64,
         "revisit_interval_s": pl.Float64, "revisit_reason": pl.String, "change_rate": pl.Float64,
     },
+    "origins": {
+        **KEYS, "origin": pl.String, "registrable_domain": pl.String, "fair_class": pl.String,
+        "bucket": pl.String, "min_gap_s": pl.Float64, "adapt_gap_s": pl.Float64,
+        "max_in_flight": pl.Int32, "backoff_until": TS, "robots_status": pl.String,
+        "robots_version": pl.Int64, "robots_fetched_at": TS, "validators_trusted": pl.Boolean,
+        "validator_checks": pl.Int64, "validator_misses": pl.Int64, "paused": pl.Boolean,
+    },
     "recrawl_schedule": {
         **KEYS, "url": pl.String, "origin": pl.String, "priority": pl.Float64,
         "freshness_class": pl.String, "state": pl.String, "last_checked_at": TS,
@@ -84,7 +91,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "method": pl.String, "canonical_url": pl.String, "canonical_confirmed": pl.Boolean,
     },
 }  # fmt: skip
-PARTITION_BY = {"urls": ["origin_shard"]}
+PARTITION_BY = {"urls": ["origin_shard"], "origins": ["origin_shard"]}
 CHUNK_ROWS = 2000  # rows converted at a time when streaming a partition into Delta
 # deltalake buffers a streamed write until a file reaches this size; smaller files, less RSS
 TARGET_FILE_BYTES = 32 * 1024 * 1024

@@ -1172,6 +1172,19 @@ class SqliteStore:
         )
         return {r[0] for r in rows}
 
+    def origin_rows(self, shard: int) -> list[dict[str, Any]]:
+        """Each origin of the shard: its pacing, grouping, robots and validator standing."""
+        rows = self._select(
+            f"""SELECT origin, registrable_domain, fair_class, bucket, min_gap_s, adapt_gap_s,
+                       max_in_flight, backoff_until, robots_status, robots_version,
+                       robots_fetched_at, validators_trusted, validator_checks,
+                       validator_misses, EXISTS ({_PAUSED}) AS paused
+               FROM origins o WHERE shard = ? ORDER BY origin""",
+            (shard,),
+        )
+        return [{**dict(r), "paused": bool(r["paused"]),
+                 "validators_trusted": bool(r["validators_trusted"])} for r in rows]  # fmt: skip
+
     def url_rows(self, shard: int) -> list[dict[str, Any]]:
         rows = self._select(
             """SELECT url, discovered_url, origin, depth, priority, state, reason, cycle, due_at,

@@ -17,6 +17,7 @@ from atlas_pipeline.coordination.base import UrlState
 from atlas_pipeline.crawl import (
     Engine,
     cluster_documents,
+    export_origins,
     export_schedule,
     export_urls,
     fetch_shard,
@@ -38,7 +39,7 @@ from resources.dbt import (
 )
 
 TABLES = ("urls", "frontier", "fetches", "documents", "links", "dedupe_clusters", "index_ready",
-          "recrawl_schedule")  # fmt: skip
+          "recrawl_schedule", "origins")  # fmt: skip
 SCHEMA_YML = DBT_PROJECT_DIR / "models" / "staging" / "schema.yml"
 SOURCES_YML = DBT_PROJECT_DIR / "models" / "sources.yml"
 CYCLE = "c0001"
@@ -117,6 +118,7 @@ def lake_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 export_urls(eng, CYCLE, shard)
                 cluster_documents(eng, CYCLE, shard)
                 export_schedule(eng, CYCLE, shard)
+                export_origins(eng, CYCLE, shard)
         finally:
             eng.close()
     return Path(cfg.lake_path)
@@ -187,7 +189,7 @@ def test_models_are_tables_with_the_lake_rows(
             assert columns == list(SCHEMAS[table])
         # real crawl data, not empty tables
         for table in ("urls", "fetches", "documents", "links", "dedupe_clusters", "index_ready",
-                      "recrawl_schedule"):  # fmt: skip
+                      "recrawl_schedule", "origins"):  # fmt: skip
             (rows,) = con.execute(f"select count(*) from main.stg_{table}").fetchone() or (0,)
             assert rows > 0, table
         kinds_fetched = con.execute("select distinct kind from main.stg_fetches").fetchall()

@@ -20,6 +20,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from assets.crawl import TABLES
 from assets.definitions import CRAWL_JOB, FRESHNESS_JOB, build_definitions
 from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
@@ -208,7 +209,7 @@ def test_table_recency_checks_pass_when_fresh_and_fail_when_stale(
         return result.get_asset_check_evaluations()
 
     fresh = run(3600.0, "fresh.yaml")
-    assert len(fresh) == 8 and all(e.passed for e in fresh)
+    assert len(fresh) == len(TABLES) and all(e.passed for e in fresh)
     time.sleep(0.2)
     stale = run(0.1, "stale.yaml")
-    assert len(stale) == 8 and not any(e.passed for e in stale)
+    assert len(stale) == len(TABLES) and not any(e.passed for e in stale)

@@ -113,8 +113,10 @@ def next_revisit(
         hist = (*hist, observed)[-policy.history :]
     rate = change_rate(hist)
     if rate is None:
-        first = min(_jittered(policy.first_interval_s, policy, rng), top)
+        first = _bounded(_jittered(policy.first_interval_s, policy, rng), policy, top)
         return Revisit(first, FIRST_VISIT, None, hist)
+    if last_interval_s is None and observed is not None:
+        last_interval_s = observed[0]  # the growth limit needs a base: the gap just observed
     target = math.inf if rate <= 0 else 1.0 / rate / importance(priority)
     reason = ADAPTIVE
     if last_interval_s is not None and target > last_interval_s * policy.max_growth:
@@ -123,7 +125,12 @@ def next_revisit(
         target, reason = policy.min_interval_s, CLAMPED_MIN
     elif target >= top:
         target, reason = top, CLAMPED_MAX
-    return Revisit(min(_jittered(target, policy, rng), top), reason, rate, hist)
+    return Revisit(_bounded(_jittered(target, policy, rng), policy, top), reason, rate, hist)
+
+
+def _bounded(interval: float, policy: RevisitPolicy, top: float) -> float:
+    """Jitter included, never under the minimum nor over the ceiling."""
+    return max(policy.min_interval_s, min(interval, top))
 
 
 def _jittered(interval: float, policy: RevisitPolicy, rng: random.Random) -> float:

@@ -4,6 +4,7 @@ and the table freshness checks are evaluated."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import dagster as dg
 
@@ -55,10 +56,32 @@ def index_delivery(
                 break
             context.log.info(f"{cycle}/{shard}: {events.height} events delivered")
             after = record.storage_id
+        deleted = _deliver_tombstones(engine, sink, cfg.indexer.batch_size, context)
     if after == int(context.cursor or 0):
+        if deleted:
+            return dg.SkipReason(f"{deleted} tombstones delivered; no new index_ready partition")
         return dg.SkipReason("no new index_ready partition delivered")
     context.log.info(f"{sent} events delivered")
     return dg.SensorResult(cursor=str(after))
+
+
+def _deliver_tombstones(
+    engine: Any, sink: Any, batch_size: int, context: dg.SensorEvaluationContext
+) -> int:
+    """Deletions (opt-outs) wait in the store's tombstone outbox, not in a lake partition:
+    each batch the sink takes is marked delivered; the rest waits for the next tick."""
+    sent = 0
+    while pending := engine.store.pending_tombstones(batch_size):
+        try:
+            deliver(pending, sink, batch_size)
+        except DeliveryError as exc:
+            context.log.warning(f"tombstones: {exc}; retried next tick")
+            break
+        engine.store.tombstones_delivered([e["event_id"] for e in pending], time.time())
+        sent += len(pending)
+    if sent:
+        context.log.info(f"{sent} tombstones delivered")
+    return sent
 
 
 def build_crawl_schedule(job_name: str, cron: str, shards: int) -> dg.ScheduleDefinition:

@@ -80,27 +80,44 @@ class BodyStore:
                 old.append(path)
         keep = referenced()
         for path in old:
-            key = path.name.removesuffix(".gz")
-            if key in keep:
-                continue
-            trash = path.with_name(f".sweep-{path.name}")
-            try:
-                os.rename(path, trash)  # atomic: a put from here on writes a fresh copy
-            except FileNotFoundError:
-                continue
-            if trash.stat().st_mtime >= cutoff or path.exists():
-                # a put touched it between listing and rename, or wrote it again since
-                if path.exists():
-                    trash.unlink()
-                else:
-                    os.rename(trash, path)
-                continue
-            report.bytes += trash.stat().st_size
-            trash.unlink()
-            for extract in path.parent.glob(f"{key}.extract-*.json"):
-                extract.unlink(missing_ok=True)
-            report.deleted += 1
+            if path.name.removesuffix(".gz") not in keep:
+                self._remove_if_idle(path, cutoff, report)
         return report
+
+    def delete(
+        self, keys: set[str], referenced: Callable[[], set[str]], idle_since: float
+    ) -> SweepReport:
+        """Delete these bodies (and their extraction caches) unless a committed record still
+        references them or someone put them at or after `idle_since` (a fetch of the same
+        bytes under another URL, racing the delete: seed 001 ch. 13)."""
+        report = SweepReport()
+        keep = referenced()
+        for key in sorted(keys - keep):
+            path = self._path(key, ".gz")
+            if path.exists():
+                report.scanned += 1
+                self._remove_if_idle(path, idle_since, report)
+        return report
+
+    def _remove_if_idle(self, path: Path, cutoff: float, report: SweepReport) -> None:
+        key = path.name.removesuffix(".gz")
+        trash = path.with_name(f".sweep-{path.name}")
+        try:
+            os.rename(path, trash)  # atomic: a put from here on writes a fresh copy
+        except FileNotFoundError:
+            return
+        if trash.stat().st_mtime >= cutoff or path.exists():
+            # a put touched it between listing and rename, or wrote it again since
+            if path.exists():
+                trash.unlink()
+            else:
+                os.rename(trash, path)
+            return
+        report.bytes += trash.stat().st_size
+        trash.unlink()
+        for extract in path.parent.glob(f"{key}.extract-*.json"):
+            extract.unlink(missing_ok=True)
+        report.deleted += 1
 
     def get(self, key: str) -> bytes:
         return gzip.decompress(self._path(key, ".gz").read_bytes())

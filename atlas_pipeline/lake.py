@@ -91,6 +91,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "method": pl.String, "canonical_url": pl.String, "canonical_confirmed": pl.Boolean,
     },
 }  # fmt: skip
+# Columns that name a URL or an origin, per table: what an opt-out purge matches on.
+URL_COLUMNS: dict[str, tuple[str, ...]] = {
+    "urls": ("url", "discovered_url"), "frontier": ("url",),
+    "fetches": ("url", "original_url", "final_url"), "documents": ("url",),
+    "links": ("url", "source_url"), "index_ready": ("url",),
+    "dedupe_clusters": ("url", "canonical_url"), "recrawl_schedule": ("url",), "origins": (),
+}  # fmt: skip
+ORIGIN_COLUMNS: dict[str, tuple[str, ...]] = {
+    "urls": ("origin",), "frontier": ("origin",), "fetches": ("origin",),
+    "documents": ("origin",), "links": ("target_origin",), "index_ready": (),
+    "dedupe_clusters": (), "recrawl_schedule": ("origin",), "origins": ("origin",),
+}  # fmt: skip
 PARTITION_BY = {"urls": ["origin_shard"], "origins": ["origin_shard"]}
 CHUNK_ROWS = 2000  # rows converted at a time when streaming a partition into Delta
 # deltalake buffers a streamed write until a file reaches this size; smaller files, less RSS
@@ -144,6 +156,28 @@ class Lake:
             return None
         latest = DeltaTable(self.uri(table), storage_options=self.storage_options).history(1)
         return float(latest[0]["timestamp"]) / 1000.0 if latest else None
+
+    def delete(self, table: str, predicate: str) -> int:
+        """Delete the rows matching a SQL predicate, then vacuum the files that held them, so
+        no older table version can bring them back (an opt-out is not undone by time travel).
+        Returns the rows deleted."""
+        if not self.exists(table):
+            return 0
+        uri = self.uri(table)
+        for attempt in range(COMMIT_RETRIES):
+            try:
+                dt = DeltaTable(uri, storage_options=self.storage_options)
+                deleted = int(dt.delete(predicate).get("num_deleted_rows", 0))
+                if deleted:
+                    DeltaTable(uri, storage_options=self.storage_options).vacuum(
+                        retention_hours=0, dry_run=False, enforce_retention_duration=False
+                    )
+                return deleted
+            except (CommitFailedError, DeltaError) as exc:
+                if attempt == COMMIT_RETRIES - 1:
+                    raise LakeError(f"cannot delete from {uri}: {exc}") from exc
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _replace(
         self,

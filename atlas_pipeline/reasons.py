@@ -60,6 +60,7 @@ class Reason(StrEnum):
     # scheduling
     DEFERRED_BACKOFF = "deferred_origin_backoff"
     OPERATOR_PAUSED = "operator_paused"  # its origin or registrable domain is paused
+    SUPPRESSED = "suppressed"  # an opt-out covers it: never fetched, never stored
     LEASE_EXPIRED = "lease_expired"
     STALE_ATTEMPT = "stale_attempt"
     # frontier selection

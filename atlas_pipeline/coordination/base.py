@@ -58,6 +58,40 @@ class OriginPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class Suppression:
+    """An opt-out target (seed 000 ch. 16): an origin (scheme://host:port), a registrable
+    domain, or a URL prefix (canonical form)."""
+
+    scope: str  # "origin" | "domain" | "prefix"
+    value: str
+
+    def matches(self, url: str) -> bool:
+        from ..urls import origin_of, registrable_domain
+
+        if self.scope == "prefix":
+            return url.startswith(self.value)
+        origin = origin_of(url)
+        if self.scope == "origin":
+            return origin == self.value
+        host = origin.split("://", 1)[-1].rsplit(":", 1)[0]
+        return registrable_domain(host) == self.value
+
+
+@dataclass
+class Purged:
+    """What a suppression removed from the coordination store."""
+
+    urls: int = 0
+    records: int = 0
+    stale_attempts: int = 0
+    links_rewritten: int = 0
+    origins: list[str] = field(default_factory=list)
+    # (url, document id, extraction version) of every document the removed records held
+    documents: list[tuple[str, str, str]] = field(default_factory=list)
+    body_keys: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
 class TrapCaps:
     """Distinct URLs the catalogue takes per trap key of an origin (traps.py)."""
 
@@ -272,6 +306,26 @@ class CoordinationStore(Protocol):
     def frontier_rows(self, cycle: str, shard: int) -> list[dict[str, Any]]: ...
 
     def url_rows(self, shard: int) -> list[dict[str, Any]]: ...
+
+    def suppress(
+        self, target: Suppression, reason: str, verification: str, who: str, now: float
+    ) -> Purged: ...
+
+    def suppressions(self) -> list[dict[str, Any]]: ...
+
+    def audit(
+        self, action: str, scope: str, value: str, reason: str, who: str, now: float
+    ) -> None: ...
+
+    def add_tombstones(self, events: Sequence[dict[str, Any]], now: float) -> int: ...
+
+    def pending_tombstones(self, limit: int) -> list[dict[str, Any]]: ...
+
+    def tombstones_delivered(self, event_ids: Sequence[str], now: float) -> None: ...
+
+    def url_row(self, url: str) -> dict[str, Any] | None: ...
+
+    def stale_attempts_of(self, url: str) -> list[dict[str, Any]]: ...
 
     def origin_rows(self, shard: int) -> list[dict[str, Any]]: ...
 

@@ -270,4 +270,29 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # Opt-out (seed 000 ch. 16): suppressions outlive the data they removed; tombstone events
+    # wait here until the indexer took them (an outbox of deletions).
+    (
+        16,
+        [
+            """CREATE TABLE suppressions (
+                scope TEXT NOT NULL,
+                value TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                verification TEXT NOT NULL,
+                who TEXT NOT NULL,
+                at REAL NOT NULL,
+                PRIMARY KEY (scope, value)
+            )""",
+            """CREATE TABLE tombstones (
+                event_id TEXT PRIMARY KEY,
+                event TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                delivered_at REAL
+            )""",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

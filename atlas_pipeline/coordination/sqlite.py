@@ -34,8 +34,10 @@ from .base import (
     Lease,
     OriginPolicy,
     Outcome,
+    Purged,
     RobotsRecord,
     RobotsTask,
+    Suppression,
     TrapCaps,
     UrlState,
     Wait,
@@ -307,6 +309,28 @@ class SqliteStore:
         cycle: str | None,
         now: float | None,
     ) -> list[str]:
+        """Opted-out URLs first: refused before anything of them is stored, origin included."""
+        blocked = self._suppressed(c)
+        if not blocked or not cands:
+            return self._discover_allowed(c, cands, cycle, now)
+        out = [Reason.SUPPRESSED.value if any(b.matches(x.url) for b in blocked) else ""
+               for x in cands]  # fmt: skip
+        allowed = iter(self._discover_allowed(c, [x for x, d in zip(cands, out, strict=True)
+                                                  if not d], cycle, now))  # fmt: skip
+        return [d or next(allowed) for d in out]
+
+    def _suppressed(self, c: Conn) -> list[Suppression]:
+        return [Suppression(r[0], r[1]) for r in c.execute("SELECT scope, value FROM suppressions")]
+
+    def _discover_allowed(
+        self,
+        c: Conn,
+        cands: list[Candidate],
+        cycle: str | None,
+        now: float | None,
+    ) -> list[str]:
+        if not cands:
+            return []
         now = time.time() if now is None else now
         self._ensure_origins(c, cands)
         counts = self._admitted_counts(c, {x.origin for x in cands}, cycle) if cycle else {}
@@ -814,8 +838,10 @@ class SqliteStore:
             self._lock_origins(c, {x.origin for x, _ in results}
                                | {cand.origin for _, o in results for _, cand in o.links if cand})  # fmt: skip
             applied = self._apply_all(c, results, now)
+            blocked = self._suppressed(c) if not all(applied) else []
             stale = [(lease.url, lease.fence, cycle, now, json.dumps(outcome.record, default=str))
-                     for (lease, outcome), ok in zip(results, applied, strict=True) if not ok]  # fmt: skip
+                     for (lease, outcome), ok in zip(results, applied, strict=True)
+                     if not ok and not any(b.matches(lease.url) for b in blocked)]  # fmt: skip
             if stale:
                 c.executemany("INSERT INTO stale_attempts VALUES (?,?,?,?,?)", stale)
             live = [r for r, ok in zip(results, applied, strict=True) if ok]
@@ -925,6 +951,8 @@ class SqliteStore:
         for lease, outcome in results:
             rows = [{**row, "reason": next(decisions) if cand is not None else row["reason"]}
                     for row, cand in outcome.links]  # fmt: skip
+            # an opted-out URL leaves no trace, not even as another page's outlink
+            rows = [r for r in rows if r["reason"] != Reason.SUPPRESSED.value]
             records.append((
                 outcome.record["fetch_id"], cycle, lease.shard, lease.url, lease.fence,
                 json.dumps(outcome.record, default=str), json.dumps(rows, default=str),
@@ -1123,6 +1151,111 @@ class SqliteStore:
             (action, scope, value, reason, who, now),
         )
 
+    # opt-out ------------------------------------------------------------------------
+    def suppress(
+        self, target: Suppression, reason: str, verification: str, who: str, now: float
+    ) -> Purged:
+        """Record the suppression and, in the same transaction, remove everything the store
+        holds of its URLs (queue rows, fetch records, stale attempts, outlinks naming them):
+        from the commit of this call no claim can return them and no discovery admits them.
+        Returns what was removed, for the lake, body and index purges that follow."""
+        if target.scope not in ("origin", "domain", "prefix") or not target.value:
+            raise CoordinationError(
+                "a suppression needs scope origin, domain or prefix and a value"
+            )
+        if not reason.strip() or not verification.strip():
+            raise CoordinationError("a suppression needs a reason and how the request was verified")
+        with self._tx() as c:
+            c.execute(
+                """INSERT INTO suppressions (scope, value, reason, verification, who, at)
+                   VALUES (?,?,?,?,?,?) ON CONFLICT (scope, value) DO UPDATE SET
+                   reason = excluded.reason, verification = excluded.verification,
+                   who = excluded.who, at = excluded.at""",
+                (target.scope, target.value, reason, verification, who, now),
+            )
+            self._audit(c, "suppress", target.scope, target.value,
+                        f"{reason} (verified: {verification})", who, now)  # fmt: skip
+            purged = self._purge(c, target)
+            self._audit(c, "purge_store", target.scope, target.value,
+                        f"{purged.urls} urls, {purged.records} fetch records, "
+                        f"{purged.stale_attempts} stale attempts, "
+                        f"{purged.links_rewritten} records' outlinks", who, now)  # fmt: skip
+        return purged
+
+    def _purge(self, c: Conn, target: Suppression) -> Purged:
+        out = Purged()
+        urls = [r for r in c.execute("SELECT url, content_hash FROM urls")
+                if target.matches(r[0])]  # fmt: skip
+        out.body_keys |= {r[1] for r in urls if r[1]}
+        for i in range(0, len(urls), _BATCH):
+            part = [r[0] for r in urls[i : i + _BATCH]]
+            c.execute(f"DELETE FROM urls WHERE url IN ({','.join('?' * len(part))})", part)
+        out.urls = len(urls)
+        records = [r for r in c.execute("SELECT fetch_id, url, body_key FROM fetch_records")
+                   if target.matches(r[1])]  # fmt: skip
+        for fetch_id, _, body_key in records:
+            row = c.execute("SELECT document FROM fetch_records WHERE fetch_id = ?",
+                            (fetch_id,)).fetchone()  # fmt: skip
+            if row[0]:
+                doc = json.loads(row[0])
+                out.documents.append((doc["url"], doc["text_hash"], str(doc["extraction_version"])))
+            if body_key:
+                out.body_keys.add(body_key)
+            c.execute("DELETE FROM fetch_records WHERE fetch_id = ?", (fetch_id,))
+        out.records = len(records)
+        stale = [r[0] for r in c.execute("SELECT DISTINCT url FROM stale_attempts")
+                 if target.matches(r[0])]  # fmt: skip
+        for url in stale:
+            c.execute("DELETE FROM stale_attempts WHERE url = ?", (url,))
+        out.stale_attempts = len(stale)
+        for fetch_id, links in c.execute("SELECT fetch_id, links FROM fetch_records").fetchall():
+            rows = json.loads(links)
+            kept = [r for r in rows if not (r.get("url") and target.matches(r["url"]))]
+            if len(kept) != len(rows):
+                c.execute("UPDATE fetch_records SET links = ? WHERE fetch_id = ?",
+                          (json.dumps(kept, default=str), fetch_id))  # fmt: skip
+                out.links_rewritten += 1
+        if target.scope != "prefix":
+            out.origins = [r[0] for r in c.execute("SELECT origin FROM origins")
+                           if target.matches(r[0] + "/")]  # fmt: skip
+            for origin in out.origins:
+                c.execute("DELETE FROM trap_counts WHERE origin = ?", (origin,))
+                c.execute("DELETE FROM origins WHERE origin = ?", (origin,))
+        return out
+
+    def audit(self, action: str, scope: str, value: str, reason: str, who: str, now: float) -> None:
+        """Record an operator action that happened outside the store (lake, bodies, index)."""
+        with self._tx() as c:
+            self._audit(c, action, scope, value, reason, who, now)
+
+    def suppressions(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._select("SELECT * FROM suppressions ORDER BY scope, value")]
+
+    def add_tombstones(self, events: Sequence[dict[str, Any]], now: float) -> int:
+        """Queue tombstone events for the indexer (idempotent by event id)."""
+        with self._tx() as c:
+            before = c.execute("SELECT COUNT(*) FROM tombstones").fetchone()[0]
+            c.executemany(
+                "INSERT OR IGNORE INTO tombstones (event_id, event, created_at) VALUES (?,?,?)",
+                [(e["event_id"], json.dumps(e, default=str), now) for e in events],
+            )
+            return int(c.execute("SELECT COUNT(*) FROM tombstones").fetchone()[0] - before)
+
+    def pending_tombstones(self, limit: int) -> list[dict[str, Any]]:
+        rows = self._select(
+            """SELECT event FROM tombstones WHERE delivered_at IS NULL
+               ORDER BY created_at, event_id LIMIT ?""",
+            (limit,),
+        )
+        return [json.loads(r[0]) for r in rows]
+
+    def tombstones_delivered(self, event_ids: Sequence[str], now: float) -> None:
+        with self._tx() as c:
+            c.executemany(
+                "UPDATE tombstones SET delivered_at = ? WHERE event_id = ?",
+                [(now, e) for e in event_ids],
+            )
+
     def pauses(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._select("SELECT * FROM pauses ORDER BY scope, value")]
 
@@ -1201,6 +1334,28 @@ class SqliteStore:
 
     def stale_attempts(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._select("SELECT * FROM stale_attempts")]
+
+    def url_row(self, url: str) -> dict[str, Any] | None:
+        """One URL's catalogue row (looked up by digest, confirmed on the full string), with
+        its kind, redirect chain and its origin's validator trust; None if it is unknown."""
+        row = self._select(
+            """SELECT url, discovered_url, origin, shard, kind, depth, priority, state, reason,
+                      cycle, due_at, attempts, fence, robots_version, source, discovered_cycle,
+                      discovered_at, redirect_chain, lease_expires_at, last_fetch_at,
+                      last_status, etag, last_modified, content_hash, document_id,
+                      last_checked_at, checks, changes, revisit_interval_s, revisit_reason,
+                      change_rate,
+                      (SELECT validators_trusted FROM origins o WHERE o.origin = urls.origin)
+                        AS validators_trusted
+               FROM urls WHERE url_hash = ? AND url = ?""",
+            (url_digest(url), url),
+        ).fetchone()
+        return None if row is None else dict(row)
+
+    def stale_attempts_of(self, url: str) -> list[dict[str, Any]]:
+        """The stale attempts (fenced commits refused) of one URL, oldest first."""
+        rows = self._select("SELECT * FROM stale_attempts WHERE url = ? ORDER BY at", (url,))
+        return [dict(r) for r in rows]
 
 
 @functools.lru_cache(maxsize=65536)

@@ -1484,3 +1484,37 @@ def test_the_cycle_budget_is_split_between_revisits_and_discovery(
     got = (sum("/old-" in r["url"] for r in rows), sum("/new-" in r["url"] for r in rows))
     assert got == picked
     store.close()
+
+
+def test_a_suppression_purges_the_store_and_blocks_at_once(tmp_path: Path) -> None:
+    """The store purge commits with the suppression: queue rows, records, outlinks naming the
+    origin and an in-flight lease's late commit leave nothing behind; discovery refuses it."""
+    from atlas_pipeline.coordination import Suppression
+
+    store = make_store(tmp_path, gap=0.0, max_in_flight=4)
+    gone = ["https://docs-b.example.test/a", "https://docs-b.example.test/b"]
+    now = ready_origin(store, gone)
+    kept = "https://news-a.example.test/x"
+    later = ready_origin(store, [kept], now + 1)
+    leases = {x.url: x for x in (claim(store, later) for _ in range(3)) if isinstance(x, Lease)}
+    lease, page = leases[gone[0]], leases[kept]
+    link = {"href": gone[1], "url": gone[1], "reason": "admitted"}
+    store.commit(page, Outcome(UrlState.FETCHED, "fetched", T0 + TTL, status=200,
+                               record={"fetch_id": "f-kept", "url": kept},
+                               links=[(link, None)]), CYCLE, later)  # fmt: skip
+    purged = store.suppress(Suppression("origin", DOCS), "owner asked", "ticket 7", "ops", later)
+    assert purged.urls == 2 and purged.links_rewritten == 1 and purged.origins == [DOCS]
+    assert not store.commit(lease, outcome(), CYCLE, later + 1)  # its row is gone
+    assert set(rows_by_url(store)) == {kept}
+    assert store.discover([cand(gone[0]), cand("https://docs-b.example.test/new")], CYCLE) == [
+        "suppressed", "suppressed"]  # fmt: skip
+    records = list(store.fetch_records(CYCLE, SHARD))
+    assert [r["links"] for r in records] == [[]]
+    with store._tx() as c:
+        assert c.execute("SELECT COUNT(*) FROM stale_attempts").fetchone()[0] == 0
+        assert (
+            c.execute("SELECT COUNT(*) FROM origins WHERE origin = ?", (DOCS,)).fetchone()[0] == 0
+        )
+    assert [e["action"] for e in store.operator_log()] == ["suppress", "purge_store"]
+    with pytest.raises(CoordinationError, match="verified"):
+        store.suppress(Suppression("origin", NEWS), "why", " ", "ops", later)

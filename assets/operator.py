@@ -1,0 +1,89 @@
+"""Operator controls as Dagster jobs: the same engine calls as `atlas pause`, `atlas resume`
+and `atlas optout`, launched from the UI's launchpad with their config; every one is audited
+(who, when, why) in the coordination store's operator_log."""
+
+import time
+
+import dagster as dg
+
+from atlas_pipeline.optout import opt_out, target_of
+from resources.config import AtlasCrawl
+
+
+class PauseConfig(dg.Config):
+    """An origin URL (scope origin) or a registrable domain (scope domain), and why."""
+
+    scope: str = "origin"
+    value: str
+    reason: str
+    who: str = "dagster"
+
+
+class OptOutConfig(dg.Config):
+    """A verified opt-out: origin URL, registrable domain or URL prefix."""
+
+    scope: str = "origin"
+    value: str
+    reason: str
+    verification: str
+    who: str = "dagster"
+
+
+@dg.op
+def pause_origin(context: dg.OpExecutionContext, config: PauseConfig, atlas: AtlasCrawl) -> None:
+    """Pause: no claim of the origin (or the domain's origins) from the next one on."""
+    target = target_of(config.scope, config.value)
+    with atlas.open() as engine:
+        engine.store.pause(target.scope, target.value, config.reason, config.who, time.time())
+    context.log.info(f"paused {target.scope} {target.value}")
+
+
+@dg.op
+def resume_origin(context: dg.OpExecutionContext, config: PauseConfig, atlas: AtlasCrawl) -> None:
+    """Lift a pause."""
+    target = target_of(config.scope, config.value)
+    with atlas.open() as engine:
+        lifted = engine.store.resume(
+            target.scope, target.value, config.reason, config.who, time.time()
+        )
+    context.log.info(f"{'resumed' if lifted else 'was not paused:'} {target.scope} {target.value}")
+
+
+@dg.op
+def opt_out_target(
+    context: dg.OpExecutionContext, config: OptOutConfig, atlas: AtlasCrawl
+) -> dg.Output[None]:
+    """Suppress the target and purge every trace of it (queue, records, lake, bodies), with
+    tombstones queued for the indexer."""
+    target = target_of(config.scope, config.value)
+    with atlas.open() as engine:
+        report = opt_out(engine, target, config.reason, config.verification, config.who)
+    context.log.info(f"suppressed {target.scope} {target.value}; lake rows {report.lake_rows}")
+    return dg.Output(
+        None,
+        metadata={
+            "urls_removed": report.store.urls,
+            "fetch_records_removed": report.store.records,
+            "lake_rows_deleted": dg.MetadataValue.json(report.lake_rows),
+            "bodies_deleted": report.bodies_deleted,
+            "tombstones_queued": report.tombstones,
+        },
+    )
+
+
+@dg.job(name="pause_origin_job", description="Pause an origin or a registrable domain.")
+def pause_job() -> None:
+    pause_origin()
+
+
+@dg.job(name="resume_origin_job", description="Resume an origin or a registrable domain.")
+def resume_job() -> None:
+    resume_origin()
+
+
+@dg.job(name="opt_out_job", description="Suppress and purge an origin, domain or URL prefix.")
+def opt_out_job() -> None:
+    opt_out_target()
+
+
+OPERATOR_JOBS = [pause_job, resume_job, opt_out_job]

@@ -11,7 +11,7 @@ from resources.config import AtlasCrawl
 
 from .checks import build_checks, build_recency_checks
 from .crawl import TABLES, build_crawl_assets
-from .operator import OPERATOR_JOBS
+from .operator import OPERATOR_JOBS, retention_schedule
 from .partitions import crawl_partitions
 from .sensors import build_crawl_schedule, build_freshness_sensor, index_delivery
 
@@ -42,7 +42,10 @@ def build_definitions(
         assets=crawl_assets,
         asset_checks=[*build_checks(partitions), *recency],
         jobs=[job, freshness_job, *OPERATOR_JOBS],
-        schedules=[build_crawl_schedule(CRAWL_JOB, cfg.freshness.cycle_cron, cfg.shards)],
+        schedules=[
+            build_crawl_schedule(CRAWL_JOB, cfg.freshness.cycle_cron, cfg.shards),
+            retention_schedule(cfg.retention.cron),
+        ],
         sensors=[index_delivery, build_freshness_sensor(FRESHNESS_JOB)],
         resources={"atlas": AtlasCrawl(config_path=config_path, data_dir=data_dir)},
     )

@@ -7,6 +7,7 @@ import time
 import dagster as dg
 
 from atlas_pipeline.optout import opt_out, target_of
+from atlas_pipeline.retention import run_retention
 from resources.config import AtlasCrawl
 
 
@@ -86,4 +87,35 @@ def opt_out_job() -> None:
     opt_out_target()
 
 
-OPERATOR_JOBS = [pause_job, resume_job, opt_out_job]
+@dg.op
+def apply_retention(context: dg.OpExecutionContext, atlas: AtlasCrawl) -> dg.Output[None]:
+    """Expire raw bodies and superseded documents past their retention; purge suppressed
+    targets again."""
+    with atlas.open() as engine:
+        report = run_retention(engine, who="dagster:retention_job")
+    return dg.Output(
+        None,
+        metadata={
+            "body_refs_expired": report.body_refs_expired,
+            "bodies_deleted": report.bodies_deleted,
+            "mb_freed": round(report.bytes_freed / 1e6, 2),
+            "documents_deleted": report.documents_deleted,
+            "lake_rows_deleted": dg.MetadataValue.json(report.lake_rows),
+            "suppressions_repurged": report.suppressions_repurged,
+        },
+    )
+
+
+@dg.job(name="retention_job", description="Retention per data class (bodies, documents).")
+def retention_job() -> None:
+    apply_retention()
+
+
+OPERATOR_JOBS = [pause_job, resume_job, opt_out_job, retention_job]
+
+
+def retention_schedule(cron: str) -> dg.ScheduleDefinition:
+    return dg.ScheduleDefinition(
+        name="retention_schedule", cron_schedule=cron, job=retention_job,
+        description="Runs the retention job on retention.cron.",
+    )  # fmt: skip

@@ -282,10 +282,25 @@ class Freshness(_Section):
     @field_validator("cycle_cron")
     @classmethod
     def _cron(cls, cron: str) -> str:
-        # the shape only (five fields); Dagster checks the values when the schedule loads
-        if not re.fullmatch(r"\s*(?:[\w*/,?-]+\s+){4}[\w*/,?-]+\s*", cron):
-            raise ValueError(f"{cron!r} is not a cron expression such as '0 */6 * * *'")
-        return cron
+        return _check_cron(cron)
+
+
+class Retention(_Section):
+    """How long each data class is kept (the retention job, daily)."""
+
+    body_days: float = Field(d.BODY_RETENTION_DAYS, gt=0)
+    """Raw bodies of fetches committed longer ago are deleted, unless a URL's current
+    content or a newer fetch still names them."""
+    document_days: float = Field(d.DOCUMENT_RETENTION_DAYS, gt=0)
+    """Document versions older than this and superseded by a newer version of their URL are
+    deleted, with their links, cluster labels and outbox events."""
+    cron: str = d.RETENTION_CRON
+    """Cron cadence of the retention schedule."""
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, cron: str) -> str:
+        return _check_cron(cron)
 
 
 class Dns(_Section):
@@ -363,6 +378,8 @@ class CrawlConfig(_Section):
     """Adaptive revisit schedule and the refresh/discovery budget split."""
     freshness: Freshness = Field(default_factory=Freshness)
     """Freshness targets per priority class and the cycle schedule."""
+    retention: Retention = Field(default_factory=Retention)
+    """How long raw bodies and document versions are kept."""
     extraction_workers: int = Field(0, ge=0, le=64)
     """Extraction processes; 0 = one per CPU core."""
 
@@ -453,6 +470,13 @@ class CrawlConfig(_Section):
     @property
     def scope_hosts(self) -> frozenset[str]:
         return frozenset(self.scope.allowed_hosts or self.seed_hosts)
+
+
+def _check_cron(cron: str) -> str:
+    # the shape only (five fields); Dagster checks the values when the schedule loads
+    if not re.fullmatch(r"\s*(?:[\w*/,?-]+\s+){4}[\w*/,?-]+\s*", cron):
+        raise ValueError(f"{cron!r} is not a cron expression such as '0 */6 * * *'")
+    return cron
 
 
 def _check_http_url(url: str) -> None:

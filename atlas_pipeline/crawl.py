@@ -235,6 +235,7 @@ class Reextracted:
     documents: Written
     index_ready: Written
     failed: int  # documents whose parse failed again: their previous row is kept
+    expired: int = 0  # documents whose body retention deleted: their previous row is kept
 
 
 def reextract(
@@ -255,9 +256,12 @@ def reextract(
         # timestamps back to epoch seconds, as the lake writer takes them
         kept = [{**r, "fetched_at": r["fetched_at"].timestamp() if r["fetched_at"] else None}
                 for r in old.drop("crawl_cycle", "origin_shard", "batch_fence").iter_rows(named=True)]  # fmt: skip
+        gone = [r for r in kept if not engine.bodies.has(r["body_key"])]  # past retention
+        rows += gone
         jobs = [
             (r, pool.submit(engine.bodies.get(r["body_key"]), r["url"], r["charset"], True))
             for r in kept
+            if engine.bodies.has(r["body_key"])
         ]
         for row, job in jobs:
             try:
@@ -282,4 +286,5 @@ def reextract(
         lake.write_partition("documents", rows, cycle, key, fence),
         lake.write_partition("index_ready", list(outbox.upsert_events(rows)), cycle, key, fence),
         failed,
+        len(gone),
     )

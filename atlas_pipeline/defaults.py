@@ -104,3 +104,8 @@ DNS_TTL_S = 60.0  # seconds an answer is trusted when the lookup reports no TTL 
 DNS_MAX_TTL_S = 3600.0  # longer TTLs are cut to this, so a moved host is seen within an hour
 DNS_NEGATIVE_TTL_S = 5.0  # seconds a refusal (failure or non-public answer) is remembered
 DNS_CACHE_ENTRIES = 65_536  # names cached; the oldest entry goes first
+
+# Retention per data class (seed 000 ch. 15: bodies 5 days, documents 30 days)
+BODY_RETENTION_DAYS = 5.0  # raw bodies of fetches older than this go, unless still current
+DOCUMENT_RETENTION_DAYS = 30.0  # superseded document versions older than this go
+RETENTION_CRON = "30 3 * * *"  # the retention job runs daily at 03:30

@@ -69,8 +69,22 @@ def opt_out(
 ) -> OptOutReport:
     """Suppress `target` and purge everything of it; safe to run again."""
     since = time.time()
-    store = engine.store
-    purged = store.suppress(target, reason, verification, who, since)
+    purged = engine.store.suppress(target, reason, verification, who, since)
+    return _purge_outside_store(engine, target, purged, who, since)
+
+
+def purge_again(engine: Engine, target: Suppression, who: str) -> OptOutReport:
+    """Purge an existing suppression's target once more (idempotent; the retention job runs
+    it for every suppression, to catch what in-flight work may have left)."""
+    since = time.time()
+    purged = engine.store.purge(target, who, since)
+    return _purge_outside_store(engine, target, purged, who, since, quiet=True)
+
+
+def _purge_outside_store(
+    engine: Engine, target: Suppression, purged: Purged, who: str, since: float,
+    quiet: bool = False,
+) -> OptOutReport:  # fmt: skip
     report = OptOutReport(target, purged)
     documents, bodies = _lake_documents_and_bodies(engine, target)
     documents |= set(purged.documents)
@@ -80,18 +94,16 @@ def opt_out(
         predicate = _predicate(table, target, origins)
         if predicate:
             report.lake_rows[table] = engine.lake.delete(table, predicate)
-    _audit(
-        engine,
-        "purge_lake",
-        target,
-        who,
-        ", ".join(f"{t} {n}" for t, n in report.lake_rows.items()),
-    )
     events = list(tombstones(documents))
-    report.tombstones = store.add_tombstones(events, time.time())
-    _audit(engine, "tombstones", target, who, f"{len(events)} delete events queued for the indexer")
-    swept = engine.bodies.delete(bodies, store.referenced_bodies, since)
+    report.tombstones = engine.store.add_tombstones(events, time.time())
+    swept = engine.bodies.delete(bodies, engine.store.referenced_bodies, since)
     report.bodies_deleted = swept.deleted
+    if quiet and not (any(report.lake_rows.values()) or report.tombstones or swept.deleted):
+        return report
+    _audit(engine, "purge_lake", target, who,
+           ", ".join(f"{t} {n}" for t, n in report.lake_rows.items()))  # fmt: skip
+    _audit(engine, "tombstones", target, who,
+           f"{report.tombstones} delete events queued for the indexer")  # fmt: skip
     _audit(engine, "purge_bodies", target, who,
            f"{swept.deleted} bodies deleted, {len(bodies) - swept.deleted} kept (still referenced)")  # fmt: skip
     return report

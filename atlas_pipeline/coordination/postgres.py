@@ -103,7 +103,7 @@ def translate(sql: str) -> str:
         out = out.replace("INSERT OR REPLACE INTO", "INSERT INTO") + (
             " ON CONFLICT (fetch_id) DO UPDATE SET fence = EXCLUDED.fence,"
             " record = EXCLUDED.record, links = EXCLUDED.links, document = EXCLUDED.document,"
-            " body_key = EXCLUDED.body_key"
+            " body_key = EXCLUDED.body_key, committed_at = EXCLUDED.committed_at"
         )
     return out.replace("?", "%s")
 

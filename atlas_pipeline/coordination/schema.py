@@ -295,4 +295,10 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # Retention per data class: a fetch record knows when it was committed, so its body
+    # reference can expire after `retention.body_days`.
+    (17, ["ALTER TABLE fetch_records ADD COLUMN committed_at REAL"])
+)
+
 LATEST = MIGRATIONS[-1][0]

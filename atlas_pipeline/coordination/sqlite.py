@@ -54,8 +54,8 @@ _POLL_S = 0.25  # how soon to look again when another worker holds the only free
 _REVISITED = frozenset({"fetched", "quarantined", "blocked"})
 _BATCH = 200  # rows per multi-row statement (18 parameters a URL row)
 _INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
-    (fetch_id, cycle, shard, url, fence, record, links, document, body_key)
-    VALUES (?,?,?,?,?,?,?,?,?)"""
+    (fetch_id, cycle, shard, url, fence, record, links, document, body_key, committed_at)
+    VALUES (?,?,?,?,?,?,?,?,?,?)"""
 # Answers that mean "slow down" to the adaptive pacing (429 and 503 also back off outright).
 _PACING_ERRORS = frozenset(
     {Reason.HTTP_SERVER_ERROR.value, Reason.HTTP_THROTTLED.value, Reason.TIMEOUT.value,
@@ -187,6 +187,9 @@ class SqliteStore:
             self._backfill_trap_keys(c)
             self._backfill_trap_counts(c)
             self._backfill_url_digests(c)
+            # records from before migration 17 count as committed now: retention starts there
+            c.execute("UPDATE fetch_records SET committed_at = ? WHERE committed_at IS NULL",
+                      (time.time(),))  # fmt: skip
 
     def _backfill_url_digests(self, c: Conn) -> None:
         if c.execute("SELECT 1 FROM store_settings WHERE key = 'url_hash'").fetchone():
@@ -957,7 +960,7 @@ class SqliteStore:
                 outcome.record["fetch_id"], cycle, lease.shard, lease.url, lease.fence,
                 json.dumps(outcome.record, default=str), json.dumps(rows, default=str),
                 json.dumps(outcome.document, default=str) if outcome.document else None,
-                outcome.record.get("body_key"),
+                outcome.record.get("body_key"), now,
             ))  # fmt: skip
         c.executemany(_INSERT_RECORD, records)
 
@@ -1000,7 +1003,7 @@ class SqliteStore:
                 c.execute(
                     _INSERT_RECORD,
                     (record["fetch_id"], cycle, shard, record["url"], 0,
-                     json.dumps(record, default=str), "[]", None, None),
+                     json.dumps(record, default=str), "[]", None, None, now),
                 )  # fmt: skip
             row = c.execute(
                 "SELECT * FROM origins WHERE origin = ? AND robots_lease_id = ?" + self._for_update,
@@ -1227,6 +1230,28 @@ class SqliteStore:
         """Record an operator action that happened outside the store (lake, bodies, index)."""
         with self._tx() as c:
             self._audit(c, action, scope, value, reason, who, now)
+
+    def purge(self, target: Suppression, who: str, now: float) -> Purged:
+        """Purge a suppressed target again (idempotent): catches what in-flight work of the
+        moment of suppression may have left."""
+        with self._tx() as c:
+            purged = self._purge(c, target)
+            if purged.urls or purged.records or purged.stale_attempts or purged.links_rewritten:
+                self._audit(c, "purge_store", target.scope, target.value,
+                            f"{purged.urls} urls, {purged.records} fetch records (re-run)", who, now)  # fmt: skip
+        return purged
+
+    def expire_bodies(self, before: float) -> int:
+        """Drop the body references of fetch records committed before `before` (raw-body
+        retention): the bodies become orphans unless a newer record or a URL's current
+        content still names them, and the orphan sweep removes them safely."""
+        with self._tx() as c:
+            cur = c.execute(
+                """UPDATE fetch_records SET body_key = NULL
+                   WHERE body_key IS NOT NULL AND committed_at < ?""",
+                (before,),
+            )
+            return int(cur.rowcount)
 
     def suppressions(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._select("SELECT * FROM suppressions ORDER BY scope, value")]

@@ -39,6 +39,7 @@ from .coordination import (
     UrlState,
     Wait,
 )
+from .coordination.base import override_for
 from .egress import DnsCachePolicy, EgressGate
 from .errors import CoordinationError, StaleAttempt, StoreUnavailable
 from .fetcher import HTML_TYPES, Response, fetch, make_session
@@ -162,6 +163,8 @@ class FetchBatch:
                                       r.jitter, r.max_growth, r.history)  # fmt: skip
         self._classes = {name: FreshnessClass(name, t.min_priority, t.target_s)
                          for name, t in cfg.freshness.classes.items()}  # fmt: skip
+        self._overrides = store.policy_overrides()  # operator revisit bounds, read per batch
+        self._revisit_by_origin: dict[str, RevisitPolicy] = {}
         self._policies: dict[str, RobotsPolicy] = {}
         self._pending_text: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._net_active = 0  # requests on the wire
@@ -587,6 +590,18 @@ class FetchBatch:
             document=document, document_id=ext["text_hash"],
         )  # fmt: skip
 
+    def _revisit_policy(self, origin: str) -> RevisitPolicy:
+        """The configured bounds, or an operator's for this origin or its domain."""
+        policy = self._revisit_by_origin.get(origin)
+        if policy is None:
+            lo = override_for(self._overrides, origin, "revisit_min_s")
+            hi = override_for(self._overrides, origin, "revisit_max_s")
+            policy = replace(self.revisits,
+                             min_interval_s=lo if lo is not None else self.revisits.min_interval_s,
+                             max_interval_s=hi if hi is not None else self.revisits.max_interval_s)  # fmt: skip
+            self._revisit_by_origin[origin] = policy
+        return policy
+
     def _freshness_target(self, priority: float) -> float:
         """A URL's freshness class target: its revisit interval never exceeds it."""
         return self._classes[freshness_class(priority, list(self._classes.values()))].target_s
@@ -616,7 +631,8 @@ class FetchBatch:
         observed = None
         if lease.document_id is not None and lease.last_checked_at is not None:
             observed = (max(now - lease.last_checked_at, 0.0), changed)
-        plan = next_revisit(self.revisits, load_history(lease.change_history), observed,
+        plan = next_revisit(self._revisit_policy(lease.origin),
+                            load_history(lease.change_history), observed,
                             lease.priority, lease.revisit_interval_s, self.rng,
                             self._freshness_target(lease.priority))  # fmt: skip
         validators = None

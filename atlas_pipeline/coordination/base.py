@@ -77,6 +77,25 @@ class Suppression:
         return registrable_domain(host) == self.value
 
 
+POLICY_KEYS = {  # operator policy settings and the range each may take
+    "min_gap_s": (0.0, 86_400.0),  # a floor on the origin's gap between request starts
+    "max_in_flight": (1.0, 64.0),
+    "priority": (0.0, 1.0),  # every URL of the target, and every one discovered later
+    "revisit_min_s": (1.0, 365 * 86_400.0),
+    "revisit_max_s": (1.0, 365 * 86_400.0),
+}
+
+
+def override_for(overrides: Sequence[dict[str, Any]], origin: str, key: str) -> float | None:
+    """The operator's setting `key` for `origin`: an origin override over a domain one."""
+    found: dict[str, float] = {}
+    for o in overrides:
+        value = o["settings"].get(key)
+        if value is not None and Suppression(o["scope"], o["value"]).matches(origin + "/"):
+            found[o["scope"]] = float(value)
+    return found.get("origin", found.get("domain"))
+
+
 @dataclass
 class Purged:
     """What a suppression removed from the coordination store."""
@@ -314,6 +333,17 @@ class CoordinationStore(Protocol):
     def suppressions(self) -> list[dict[str, Any]]: ...
 
     def purge(self, target: Suppression, who: str, now: float) -> Purged: ...
+
+    def set_policy(
+        self,
+        target: Suppression,
+        settings: dict[str, float | None],
+        reason: str,
+        who: str,
+        now: float,
+    ) -> int: ...
+
+    def policy_overrides(self) -> list[dict[str, Any]]: ...
 
     def expire_bodies(self, before: float) -> int: ...
 

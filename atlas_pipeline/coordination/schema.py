@@ -301,4 +301,25 @@ MIGRATIONS.append(
     (17, ["ALTER TABLE fetch_records ADD COLUMN committed_at REAL"])
 )
 
+MIGRATIONS.append(
+    # Operator policy per origin or registrable domain (rate limits, priority, revisit
+    # bounds), versioned; an operator gap is a floor that robots refreshes keep.
+    (
+        18,
+        [
+            "ALTER TABLE origins ADD COLUMN operator_gap_s REAL NOT NULL DEFAULT 0",
+            """CREATE TABLE policy_overrides (
+                scope TEXT NOT NULL,
+                value TEXT NOT NULL,
+                settings TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                who TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                at REAL NOT NULL,
+                PRIMARY KEY (scope, value)
+            )""",
+        ],
+    )
+)
+
 LATEST = MIGRATIONS[-1][0]

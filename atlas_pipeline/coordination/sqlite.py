@@ -27,6 +27,7 @@ from ..robots import RobotsPolicy, RobotsStatus
 from ..traps import TrapKeys, trap_keys
 from ..urls import registrable_domain
 from .base import (
+    POLICY_KEYS,
     BatchLease,
     Candidate,
     Claim,
@@ -41,6 +42,7 @@ from .base import (
     TrapCaps,
     UrlState,
     Wait,
+    override_for,
 )
 from .schema import MIGRATIONS
 
@@ -284,6 +286,29 @@ class SqliteStore:
                 for o, shard, d in {(x.origin, x.shard, _domain_of(x.origin)) for x in cands}
             ),
         )
+        overrides = self._overrides(c)
+        if overrides:
+            self._apply_rates(c, overrides, sorted({x.origin for x in cands}))
+
+    def _overrides(self, c: Conn) -> list[dict[str, Any]]:
+        rows = c.execute("SELECT scope, value, settings, version FROM policy_overrides")
+        return [{**dict(r), "settings": json.loads(r["settings"])} for r in rows]
+
+    def _apply_rates(self, c: Conn, overrides: list[dict[str, Any]], origins: list[str]) -> None:
+        """Operator rate limits on these origins: a gap floor (kept by robots refreshes) and
+        an in-flight cap."""
+        for origin in origins:
+            gap = override_for(overrides, origin, "min_gap_s")
+            cap = override_for(overrides, origin, "max_in_flight")
+            if gap is not None:
+                c.execute(
+                    """UPDATE origins SET operator_gap_s = ?, min_gap_s = MAX(min_gap_s, ?)
+                       WHERE origin = ?""",
+                    (gap, gap, origin),
+                )
+            if cap is not None:
+                c.execute("UPDATE origins SET max_in_flight = ? WHERE origin = ?",
+                          (int(cap), origin))  # fmt: skip
 
     def _admitted_counts(self, c: Conn, origins: set[str], cycle: str) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -313,6 +338,10 @@ class SqliteStore:
         now: float | None,
     ) -> list[str]:
         """Opted-out URLs first: refused before anything of them is stored, origin included."""
+        overrides = [o for o in self._overrides(c) if "priority" in o["settings"]] if cands else []
+        if overrides:  # an operator's priority for an origin or domain holds for new URLs too
+            cands = [replace(x, priority=p) if (p := override_for(overrides, x.origin, "priority"))
+                     is not None else x for x in cands]  # fmt: skip
         blocked = self._suppressed(c)
         if not blocked or not cands:
             return self._discover_allowed(c, cands, cycle, now)
@@ -1018,13 +1047,14 @@ class SqliteStore:
                      robots_fetched_at = ?, robots_expires_at = ?, robots_lease_id = NULL,
                      robots_lease_until = 0, backoff_until = MAX(backoff_until, ?),
                      next_eligible_at = MAX(next_eligible_at, ?),
-                     min_gap_s = COALESCE(?, min_gap_s),
+                     min_gap_s = CASE WHEN COALESCE(?, min_gap_s) > operator_gap_s
+                       THEN COALESCE(?, min_gap_s) ELSE operator_gap_s END,
                      robots_good_at = CASE WHEN ? THEN ? ELSE robots_good_at END
                    WHERE origin = ?""",
                 (
                     version, status, text, now, now + ttl_s, backoff_until,
                     max(backoff_until, not_before),
-                    min_gap_s, good, now, task.origin,
+                    min_gap_s, min_gap_s, good, now, task.origin,
                 ),
             )  # fmt: skip
             if changed and status in (RobotsStatus.PARSED.value, RobotsStatus.UNAVAILABLE.value):
@@ -1240,6 +1270,57 @@ class SqliteStore:
                 self._audit(c, "purge_store", target.scope, target.value,
                             f"{purged.urls} urls, {purged.records} fetch records (re-run)", who, now)  # fmt: skip
         return purged
+
+    def set_policy(
+        self, target: Suppression, settings: dict[str, float | None], reason: str, who: str,
+        now: float,
+    ) -> int:  # fmt: skip
+        """Change an origin's or a domain's operator policy (None removes a setting); the
+        new version applies at once to its origins and URLs and is audited, old -> new."""
+        if target.scope not in ("origin", "domain"):
+            raise CoordinationError("a policy applies to an origin or a registrable domain")
+        if not reason.strip():
+            raise CoordinationError("a policy change needs a reason")
+        for key, value in settings.items():
+            if key not in POLICY_KEYS:
+                raise CoordinationError(
+                    f"unknown policy setting {key!r}; known: {', '.join(POLICY_KEYS)}"
+                )
+            lo, hi = POLICY_KEYS[key]
+            if value is not None and not lo <= value <= hi:
+                raise CoordinationError(f"{key} = {value:g} is outside [{lo:g}, {hi:g}]")
+        with self._tx() as c:
+            row = c.execute(
+                "SELECT settings, version FROM policy_overrides WHERE scope = ? AND value = ?",
+                (target.scope, target.value),
+            ).fetchone()
+            old = json.loads(row["settings"]) if row else {}
+            new = {k: v for k, v in {**old, **settings}.items() if v is not None}
+            version = (int(row["version"]) if row else 0) + 1
+            c.execute(
+                """INSERT INTO policy_overrides (scope, value, settings, version, who, reason, at)
+                   VALUES (?,?,?,?,?,?,?) ON CONFLICT (scope, value) DO UPDATE SET
+                   settings = excluded.settings, version = excluded.version,
+                   who = excluded.who, reason = excluded.reason, at = excluded.at""",
+                (target.scope, target.value, json.dumps(new, sort_keys=True), version, who,
+                 reason, now),
+            )  # fmt: skip
+            self._audit(c, "set_policy", target.scope, target.value,
+                        f"v{version}: {json.dumps(old, sort_keys=True)} -> "
+                        f"{json.dumps(new, sort_keys=True)} ({reason})", who, now)  # fmt: skip
+            origins = [r[0] for r in c.execute("SELECT origin FROM origins")
+                       if target.matches(r[0] + "/")]  # fmt: skip
+            overrides = self._overrides(c)
+            self._apply_rates(c, overrides, origins)
+            for origin in origins:
+                priority = override_for(overrides, origin, "priority")
+                if priority is not None:
+                    c.execute("UPDATE urls SET priority = ? WHERE origin = ?", (priority, origin))
+        return version
+
+    def policy_overrides(self) -> list[dict[str, Any]]:
+        rows = self._select("SELECT * FROM policy_overrides ORDER BY scope, value")
+        return [{**dict(r), "settings": json.loads(r["settings"])} for r in rows]
 
     def expire_bodies(self, before: float) -> int:
         """Drop the body references of fetch records committed before `before` (raw-body

@@ -1518,3 +1518,44 @@ def test_a_suppression_purges_the_store_and_blocks_at_once(tmp_path: Path) -> No
     assert [e["action"] for e in store.operator_log()] == ["suppress", "purge_store"]
     with pytest.raises(CoordinationError, match="verified"):
         store.suppress(Suppression("origin", NEWS), "why", " ", "ops", later)
+
+
+def test_operator_policy_is_versioned_audited_and_applied(tmp_path: Path) -> None:
+    """A domain's rate limits and priority apply to its origins and URLs at once and to those
+    discovered later; an origin setting beats the domain's; every change is a new version."""
+    from atlas_pipeline.coordination import Suppression
+    from atlas_pipeline.coordination.base import override_for
+
+    store = make_store(tmp_path, gap=1.0, max_in_flight=4)
+    store.discover([cand("https://news-a.example.test/a"), cand("https://docs-b.example.test/b")],
+                   CYCLE)  # fmt: skip
+    domain = Suppression("domain", "example.test")
+    assert store.set_policy(domain, {"min_gap_s": 5.0, "priority": 0.9}, "partner asked", "ops",
+                            T0) == 1  # fmt: skip
+    assert store.set_policy(Suppression("origin", NEWS), {"max_in_flight": 1, "priority": 0.2},
+                            "complaint", "ops", T0 + 1) == 1  # fmt: skip
+    assert store.set_policy(domain, {"priority": None, "revisit_min_s": 3600.0}, "tune", "ops",
+                            T0 + 2) == 2  # fmt: skip
+    overrides = store.policy_overrides()
+    assert override_for(overrides, NEWS, "priority") == 0.2  # the origin's own setting wins
+    assert override_for(overrides, DOCS, "priority") is None  # removed in version 2
+    assert override_for(overrides, DOCS, "revisit_min_s") == 3600.0
+    origins = {r["origin"]: r for r in store.origin_rows(SHARD)}
+    assert origins[NEWS]["min_gap_s"] == 5.0 and origins[DOCS]["min_gap_s"] == 5.0
+    assert origins[NEWS]["max_in_flight"] == 1 and origins[DOCS]["max_in_flight"] == 4
+    assert rows_by_url(store)["https://news-a.example.test/a"]["priority"] == 0.2
+    store.discover([cand("https://news-a.example.test/later", priority=0.5)], CYCLE)
+    assert rows_by_url(store)["https://news-a.example.test/later"]["priority"] == 0.2
+    # a robots refresh recomputes the gap from the config and Crawl-delay: the floor holds
+    task = claim(store, T0 + 10)
+    assert isinstance(task, RobotsTask)
+    store.put_robots(task, "parsed", "User-agent: *\nDisallow:\n", T0 + 10, TTL, 0.0,
+                     min_gap_s=1.0, good=True)  # fmt: skip
+    assert {r["origin"]: r for r in store.origin_rows(SHARD)}[task.origin]["min_gap_s"] == 5.0
+    log = [e for e in store.operator_log() if e["action"] == "set_policy"]
+    assert [e["reason"].split(":")[0] for e in log] == ["v1", "v1", "v2"]
+    assert '"priority": 0.9' in log[2]["reason"] and "tune" in log[2]["reason"]
+    with pytest.raises(CoordinationError, match="outside"):
+        store.set_policy(domain, {"priority": 3.0}, "typo", "ops", T0)
+    with pytest.raises(CoordinationError, match="unknown policy setting"):
+        store.set_policy(domain, {"speed": 1.0}, "typo", "ops", T0)

@@ -24,6 +24,9 @@ from assets.crawl import TABLES
 from assets.definitions import CRAWL_JOB, FRESHNESS_JOB, build_definitions
 from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
+from atlas_pipeline.coordination import Suppression
+from atlas_pipeline.crawl import Engine
+from atlas_pipeline.urls import origin_of
 from atlas_pipeline.sandbox import changing
 from tests.conftest import running_sandbox, sandbox_config, write_config
 
@@ -72,6 +75,12 @@ def crawled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             time.sleep(0.6)  # past every first revisit interval
             mark = len(server.log.entries())
             assert server.bump_generation() == 1
+            # an operator slows the churning origin's revisits (versioned, audited)
+            engine = Engine.from_config(load_config(cfg_path))
+            churn = origin_of(server.url(changing.ETAG_CHURN, "/"))
+            engine.store.set_policy(Suppression("origin", churn), {"revisit_min_s": 7200.0},
+                                    "wasteful origin", "ops", time.time())  # fmt: skip
+            engine.close()
             second = _run(cfg_path, instance, "c0002")
             second_requests = server.log.entries()[mark:]
             time.sleep(0.6)
@@ -213,3 +222,11 @@ def test_table_recency_checks_pass_when_fresh_and_fail_when_stale(
     time.sleep(0.2)
     stale = run(0.1, "stale.yaml")
     assert len(stale) == len(TABLES) and not any(e.passed for e in stale)
+
+
+def test_an_operator_revisit_bound_holds_for_its_origin_only(crawled: dict[str, Any]) -> None:
+    schedule = _cycle(crawled["schedule"], "c0002")
+    churn = schedule.filter(pl.col("origin").str.contains(changing.ETAG_CHURN))
+    rest = schedule.filter(pl.col("origin").str.contains(changing.RATES))
+    assert churn.height and (churn["interval_s"] >= 7200.0).all()
+    assert (rest["interval_s"] < 7200.0).all()

@@ -6,6 +6,7 @@ import time
 
 import dagster as dg
 
+from atlas_pipeline.coordination.base import POLICY_KEYS
 from atlas_pipeline.optout import opt_out, target_of
 from atlas_pipeline.retention import run_retention
 from resources.config import AtlasCrawl
@@ -28,6 +29,34 @@ class OptOutConfig(dg.Config):
     reason: str
     verification: str
     who: str = "dagster"
+
+
+class PolicyConfig(dg.Config):
+    """Settings for an origin URL or a registrable domain; a negative value removes one."""
+
+    scope: str = "origin"
+    value: str
+    reason: str
+    who: str = "dagster"
+    min_gap_s: float | None = None
+    max_in_flight: float | None = None
+    priority: float | None = None
+    revisit_min_s: float | None = None
+    revisit_max_s: float | None = None
+
+
+@dg.op
+def set_origin_policy(
+    context: dg.OpExecutionContext, config: PolicyConfig, atlas: AtlasCrawl
+) -> None:
+    """Set rate limits, priority or revisit bounds for an origin or domain (a new version)."""
+    target = target_of(config.scope, config.value)
+    given = {k: getattr(config, k) for k in POLICY_KEYS if getattr(config, k) is not None}
+    settings = {k: (None if v < 0 else v) for k, v in given.items()}
+    with atlas.open() as engine:
+        version = engine.store.set_policy(target, settings, config.reason, config.who,
+                                          time.time())  # fmt: skip
+    context.log.info(f"{target.scope} {target.value}: policy v{version} {settings}")
 
 
 @dg.op
@@ -87,6 +116,11 @@ def opt_out_job() -> None:
     opt_out_target()
 
 
+@dg.job(name="set_policy_job", description="Rate limits, priority, revisit bounds of an origin.")
+def set_policy_job() -> None:
+    set_origin_policy()
+
+
 @dg.op
 def apply_retention(context: dg.OpExecutionContext, atlas: AtlasCrawl) -> dg.Output[None]:
     """Expire raw bodies and superseded documents past their retention; purge suppressed
@@ -111,7 +145,7 @@ def retention_job() -> None:
     apply_retention()
 
 
-OPERATOR_JOBS = [pause_job, resume_job, opt_out_job, retention_job]
+OPERATOR_JOBS = [pause_job, resume_job, opt_out_job, set_policy_job, retention_job]
 
 
 def retention_schedule(cron: str) -> dg.ScheduleDefinition:

@@ -16,6 +16,7 @@ from atlas_pipeline.crawl import (
     plan_frontier,
 )
 from atlas_pipeline.lake import frame
+from atlas_pipeline.report import write_report
 from atlas_pipeline.urls import shard_key
 from resources.config import AtlasCrawl
 
@@ -31,6 +32,7 @@ DEDUPE_CLUSTERS = dg.AssetKey(["crawl", "dedupe_clusters"])
 INDEX_READY = dg.AssetKey(["crawl", "index_ready"])
 RECRAWL_SCHEDULE = dg.AssetKey(["crawl", "recrawl_schedule"])
 ORIGINS = dg.AssetKey(["crawl", "origins"])
+CRAWL_REPORT = dg.AssetKey(["crawl", "report"])
 TABLES = {key.path[-1]: key for key in (FRONTIER, FETCHES, DOCUMENTS, LINKS, URLS, ORIGINS,
                                         DEDUPE_CLUSTERS, INDEX_READY, RECRAWL_SCHEDULE)}  # fmt: skip
 
@@ -216,7 +218,48 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
             )
         )  # fmt: skip
 
-    return [frontier, fetch_batch, urls, origins, dedupe_clusters, recrawl_schedule]
+    @dg.asset(
+        key=CRAWL_REPORT,
+        deps=[FETCHES, ORIGINS, RECRAWL_SCHEDULE],
+        partitions_def=partitions,
+        group_name="crawl",
+        kinds={"html"},
+    )
+    def crawl_report(context: dg.AssetExecutionContext, atlas: AtlasCrawl) -> dg.MaterializeResult:
+        """A self-contained HTML report of the partition (requests per origin over the cycle
+        against each origin's limit, reason codes, freshness), written next to the tables."""
+        cycle, shard = cycle_and_shard(context)
+        key = shard_key(shard)
+        with atlas.open() as engine:
+            lake = engine.lake
+            origin_rows = lake.read("origins").filter(pl.col("origin_shard") == key)
+            report = write_report(
+                engine.cfg.lake_path / "reports", cycle, key,
+                lake.read_partition("fetches", cycle, key), origin_rows,
+                lake.read_partition("recrawl_schedule", cycle, key),
+            )  # fmt: skip
+        rates = report.per_origin
+        return dg.MaterializeResult(
+            metadata={
+                "report": dg.MetadataValue.path(str(report.path)),
+                "requests_over_time": dg.MetadataValue.md(_sparkline_table(rates)),
+                "origins_over_limit": int(
+                    (rates["peak_rps"] > rates["limit_rps"].fill_null(float("inf"))).sum()
+                ) if rates.height else 0,
+            }
+        )  # fmt: skip
+
+    return [frontier, fetch_batch, urls, origins, dedupe_clusters, recrawl_schedule, crawl_report]
+
+
+def _sparkline_table(rates: pl.DataFrame) -> str:
+    """Requests per origin over the cycle as sparklines: a picture in the metadata pane."""
+    lines = ["| origin | requests over the cycle | peak req/s | limit req/s | 429 share |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for r in rates.head(20).iter_rows(named=True):
+        lines.append(f"| {r['origin']} | `{r['sparkline']}` | {r['peak_rps']} | "
+                     f"{r['limit_rps']} | {r['share_429']} |")  # fmt: skip
+    return "\n".join(lines)
 
 
 def _schedule_meta(df: pl.DataFrame) -> dict[str, Any]:

@@ -26,8 +26,8 @@ from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
 from atlas_pipeline.coordination import Suppression
 from atlas_pipeline.crawl import Engine
-from atlas_pipeline.urls import origin_of
 from atlas_pipeline.sandbox import changing
+from atlas_pipeline.urls import origin_of
 from tests.conftest import running_sandbox, sandbox_config, write_config
 
 HOSTS = changing.CHANGING_HOSTS
@@ -230,3 +230,15 @@ def test_an_operator_revisit_bound_holds_for_its_origin_only(crawled: dict[str, 
     rest = schedule.filter(pl.col("origin").str.contains(changing.RATES))
     assert churn.height and (churn["interval_s"] >= 7200.0).all()
     assert (rest["interval_s"] < 7200.0).all()
+
+
+def test_each_partition_gets_a_report_linked_from_its_metadata(crawled: dict[str, Any]) -> None:
+    _, second, _ = crawled["results"]
+    (event,) = [e for e in second.get_asset_materialization_events()
+                if e.asset_key == dg.AssetKey(["crawl", "report"])]  # fmt: skip
+    meta = event.materialization.metadata
+    html = Path(meta["report"].value).read_text()
+    assert "<svg" in html and "c0002" in html
+    for host in HOSTS:
+        assert host in html and host in meta["requests_over_time"].value
+    assert meta["origins_over_limit"].value == 0

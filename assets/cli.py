@@ -236,7 +236,8 @@ def cmd_reextract(args: argparse.Namespace) -> int:
         for shard in shards:
             done = reextract(engine, args.cycle, shard)
             print(f"{args.cycle} shard {shard}: {done.documents.rows} documents re-extracted "
-                  f"from stored bodies ({done.failed} failed again, kept as they were)")  # fmt: skip
+                  f"from stored bodies ({done.failed} failed again, {done.expired} bodies past retention; "
+                  "those kept as they were)")  # fmt: skip
     finally:
         engine.close()
     return 0
@@ -270,6 +271,31 @@ def cmd_pause(args: argparse.Namespace) -> int:
             print(f"  paused {p['scope']:<6} {p['value']}  by {p['who']}: {p['reason']}")
     finally:
         engine.close()
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """A URL's whole history: discovery, catalogue state, fetches, robots, documents, events."""
+    import json
+
+    from atlas_pipeline.crawl import Engine
+    from atlas_pipeline.inspect import check_crawl_data, inspect_url, render
+
+    cfg = load_config(args.config, dict(os.environ))
+    check_crawl_data(cfg.coordination)
+    engine = Engine.from_config(cfg)
+    try:
+        found = inspect_url(engine, args.url)
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps(found.as_json(), indent=2, default=str))
+    elif found.known:
+        print(render(found, args.limit), end="")
+    if not found.known:
+        print(f"atlas: {found.url} was never seen by this crawl\nhint: {found.hint}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 
@@ -377,6 +403,15 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--reason", required=True, help="why (kept in the audit log)")
         cmd.add_argument("--who", help="operator name (default $USER)")
         cmd.set_defaults(func=cmd_pause)
+    inspect = sub.add_parser(
+        "inspect", help="explain a URL: discovery, state, fetches, robots, documents, events"
+    )
+    inspect.add_argument("url", help="the URL, in any spelling (it is normalized)")
+    inspect.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    inspect.add_argument("--json", action="store_true", help="print JSON instead of text")
+    inspect.add_argument("--limit", type=int, default=20,
+                         help="rows of a long list shown in the text report (default 20)")  # fmt: skip
+    inspect.set_defaults(func=cmd_inspect)
     return p
 
 

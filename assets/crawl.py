@@ -1,6 +1,7 @@
 """Crawl assets per (cycle, shard): frontier snapshot -> fetch batch (fetches, documents,
 links) -> URL catalogue. Each writes exactly its own Delta partition through the engine."""
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -105,8 +106,9 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         cycle, shard = cycle_and_shard(context)
         with atlas.open() as engine:
             result = fetch_shard(
-                engine, cycle, shard, holder=f"{context.run.run_id}#{context.retry_number}"
-            )
+                engine, cycle, shard, holder=f"{context.run.run_id}#{context.retry_number}",
+                on_progress=lambda stats: context.log.info(stats.progress_line(time.time())),
+            )  # fmt: skip
         if result.superseded_by is not None:
             context.log.warning(
                 f"batch fence {result.lease.fence} was superseded by fence {result.superseded_by}"

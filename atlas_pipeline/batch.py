@@ -99,6 +99,14 @@ class BatchStats:
     def elapsed_s(self) -> float:
         return self.finished_at - self.started_at
 
+    def progress_line(self, now: float) -> str:
+        """One log line: what the batch did so far and how fast."""
+        took = max(now - self.started_at, 1e-9)
+        return (f"{self.cycle}/shard {self.shard}: {self.requests} requests "
+                f"({self.requests / took:.1f}/s), {self.extracted} extracted, "
+                f"{self.bytes / 1e6:.1f} MB, {self.stale_commits} stale commits, "
+                f"{took:.0f} s")  # fmt: skip
+
 
 class StoreOutage:
     """An unreachable store: backoff between attempts; an error once it lasts too long."""
@@ -148,8 +156,12 @@ class FetchBatch:
         cycle: str,
         shard: int,
         clock: Callable[[], float] = time.time,
+        on_progress: Callable[[BatchStats], None] | None = None,
+        progress_every_s: float = 10.0,
     ) -> None:
         self.cfg, self.store, self.bodies, self.pool = cfg, store, bodies, pool
+        self._on_progress, self._progress_every_s = on_progress, progress_every_s
+        self._progress_at = clock() + progress_every_s
         self.cycle, self.shard, self.clock = cycle, shard, clock
         dns = DnsCachePolicy(cfg.dns.ttl_s, cfg.dns.max_ttl_s, cfg.dns.negative_ttl_s,
                              cfg.dns.cache_entries)  # fmt: skip
@@ -198,6 +210,9 @@ class FetchBatch:
             now = self.clock()
             if self._failure is not None:
                 raise self._failure  # a bug in a fetch task fails the batch loudly
+            if self._on_progress is not None and now >= self._progress_at:
+                self._progress_at = now + self._progress_every_s
+                self._on_progress(self.stats)
             if not self._flush(now):
                 await self._sleep(min(self.outage.retry_at - now, MAX_SLEEP_S))
                 continue
@@ -777,9 +792,11 @@ def run_batch(
     pool: ExtractorPool,
     cycle: str,
     shard: int,
+    on_progress: Callable[[BatchStats], None] | None = None,
 ) -> BatchStats:
-    """Sync boundary for assets and the CLI."""
-    return asyncio.run(FetchBatch(cfg, store, bodies, pool, cycle, shard).run())
+    """Sync boundary for assets and the CLI; `on_progress` hears about the batch every 10 s."""
+    batch = FetchBatch(cfg, store, bodies, pool, cycle, shard, on_progress=on_progress)
+    return asyncio.run(batch.run())
 
 
 def _conditional(lease: Lease) -> bool:

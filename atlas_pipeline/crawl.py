@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,7 @@ def fetch_shard(
     shard: int,
     pool: ExtractorPool | None = None,
     holder: str | None = None,
+    on_progress: Callable[[BatchStats], None] | None = None,
 ) -> FetchResult:
     """Take the partition's batch lease, drain the (cycle, shard) queue, then write its
     fetches, documents and links under the lease's fence. `holder` names the run (a Dagster
@@ -102,9 +103,10 @@ def fetch_shard(
         with ExtractorPool(
             engine.cfg.extraction_workers, limits.parser_cpu_s, limits.parser_memory_mb
         ) as own:
-            stats = run_batch(engine.cfg, engine.store, engine.bodies, own, cycle, shard)
+            stats = run_batch(engine.cfg, engine.store, engine.bodies, own, cycle, shard,
+                              on_progress)  # fmt: skip
     else:
-        stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard)
+        stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard, on_progress)
     failpoints.hit("before_lake_write")
     return FetchResult(stats, lease, *write_fetch_partitions(engine, cycle, shard, lease.fence))
 

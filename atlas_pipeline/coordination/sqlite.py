@@ -1318,6 +1318,16 @@ class SqliteStore:
                     c.execute("UPDATE urls SET priority = ? WHERE origin = ?", (priority, origin))
         return version
 
+    def cycle_progress(self, cycle: str) -> tuple[int, int]:
+        """(URLs of `cycle` done, URLs queued for it): the total grows as links come in."""
+        row = self._select(
+            """SELECT COALESCE(SUM(CASE WHEN state IN ('eligible', 'failed_retryable', 'leased')
+                                   THEN 0 ELSE 1 END), 0), COUNT(*)
+               FROM urls WHERE cycle = ?""",
+            (cycle,),
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
     def policy_overrides(self) -> list[dict[str, Any]]:
         rows = self._select("SELECT * FROM policy_overrides ORDER BY scope, value")
         return [{**dict(r), "settings": json.loads(r["settings"])} for r in rows]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -81,7 +80,7 @@ def opted_out(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
             yield {
                 "before": before, "after": {t: lake.read(t) for t in SCHEMAS},
                 "bodies_before": bodies_before, "bodies": BodyStore(cfg.bodies_path),
-                "requests": after_requests, "store": store,
+                "requests": after_requests, "store": store, "cfg": cfg, "target": target,
                 "indexer": [json.loads(line) for line in
                             (tmp / "indexer.jsonl").read_text().splitlines()],
             }  # fmt: skip
@@ -141,3 +140,17 @@ def test_a_later_cycle_sends_it_no_request(opted_out: dict[str, Any]) -> None:
     requests = opted_out["requests"]
     assert requests  # the cycle did crawl the other origins
     assert [r for r in requests if r["host"] == GONE] == []
+
+
+def test_inspect_explains_a_suppressed_url(opted_out: dict[str, Any]) -> None:
+    from atlas_pipeline.crawl import Engine
+    from atlas_pipeline.inspect import inspect_url
+
+    engine = Engine.from_config(opted_out["cfg"])
+    try:
+        ins = inspect_url(engine, opted_out["target"] + "some/page")
+    finally:
+        engine.close()
+    assert ins.verdict.startswith("suppressed by an opt-out of origin")
+    assert "ops-oncall" in ins.verdict and "ticket 42" in ins.verdict
+    assert [e["action"] for e in ins.operator_log][:2] == ["suppress", "purge_store"]

@@ -8,8 +8,10 @@ import os
 import shutil
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -105,11 +107,72 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int) -> bo
             ok = ok and run.success
             print(f"  {cycle} shard_{run.shard:03d}  run {run.run_id[:8]}  {status}")
 
-    with dg.DagsterInstance.get() as instance:
+    with dg.DagsterInstance.get() as instance, CycleProgress(cfg) as progress:
         started = time.time()
-        run_cycles(cfg, config_path, cycles, instance, parallel, on_cycle=report)
+        run_cycles(cfg, config_path, cycles, instance, parallel, on_cycle=report,
+                   on_start=progress.start)  # fmt: skip
+        progress.stop()
         print(f"{cycles} cycle(s) x {cfg.shards} shard(s) in {time.time() - started:.1f} s")
     return ok
+
+
+def show_progress() -> bool:
+    """Bars on a terminal, or when ATLAS_PROGRESS=1 asks for them (logs, tests)."""
+    return sys.stderr.isatty() or os.environ.get("ATLAS_PROGRESS") == "1"
+
+
+def bar(total: int, desc: str, unit: str) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not show_progress(),
+                file=sys.stderr, dynamic_ncols=True, mininterval=0.5)  # fmt: skip
+
+
+class CycleProgress:
+    """A bar per cycle: URLs of the cycle done against URLs queued for it (the total grows as
+    links come in), read from the coordination store twice a second, with rate and ETA."""
+
+    def __init__(self, cfg: CrawlConfig) -> None:
+        self.cfg = cfg
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> CycleProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, cycle: str) -> None:
+        self.stop()
+        if not show_progress():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, args=(cycle,), daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(5)
+            self._thread = None
+
+    def _run(self, cycle: str) -> None:
+        from atlas_pipeline.crawl import Engine
+
+        engine = Engine.from_config(self.cfg)
+        progress = bar(0, f"cycle {cycle}", "url")
+        try:
+            while True:
+                done, total = engine.store.cycle_progress(cycle)
+                progress.total = max(total, done)
+                progress.n = done
+                progress.refresh()
+                if self._stop.wait(0.5):
+                    break
+        finally:
+            progress.close()
+            engine.close()
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -234,7 +297,13 @@ def cmd_reextract(args: argparse.Namespace) -> int:
     engine = Engine.from_config(cfg)
     try:
         for shard in shards:
-            done = reextract(engine, args.cycle, shard)
+            with bar(0, f"re-extract {args.cycle} shard {shard}", "doc") as progress:
+
+                def tick(n: int, total: int, progress: Any = progress) -> None:
+                    progress.total = total
+                    progress.update(n - progress.n)
+
+                done = reextract(engine, args.cycle, shard, on_progress=tick)
             print(f"{args.cycle} shard {shard}: {done.documents.rows} documents re-extracted "
                   f"from stored bodies ({done.failed} failed again, {done.expired} bodies past retention; "
                   "those kept as they were)")  # fmt: skip
@@ -296,6 +365,84 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"atlas: {found.url} was never seen by this crawl\nhint: {found.hint}",
               file=sys.stderr)  # fmt: skip
         return 1
+    return 0
+
+
+def _target(args: argparse.Namespace) -> Any:
+    from atlas_pipeline.optout import target_of
+
+    if getattr(args, "prefix", None):
+        return target_of("prefix", args.prefix)
+    return target_of("origin", args.origin) if args.origin else target_of("domain", args.domain)
+
+
+def _who(args: argparse.Namespace) -> str:
+    return str(args.who or os.environ.get("USER") or "unknown")
+
+
+def cmd_optout(args: argparse.Namespace) -> int:
+    """Suppress an origin, domain or URL prefix and purge everything of it, audited."""
+    from atlas_pipeline.crawl import Engine
+    from atlas_pipeline.optout import STEPS, opt_out
+
+    cfg = load_config(args.config, dict(os.environ))
+    target = _target(args)
+    engine = Engine.from_config(cfg)
+    try:
+        with bar(STEPS, f"opt-out {target.value}", "step") as progress:
+            report = opt_out(engine, target, args.reason, args.verified_by, _who(args),
+                             on_step=lambda name: (progress.set_postfix_str(name),
+                                                   progress.update(1)))  # fmt: skip
+    finally:
+        engine.close()
+    print(f"suppressed {target.scope} {target.value}: no request from now on")
+    print(f"  removed {report.store.urls} URLs and {report.store.records} fetch records from the "
+          f"store; lake rows deleted: {sum(report.lake_rows.values())} "
+          f"({', '.join(f'{t} {n}' for t, n in report.lake_rows.items() if n)})")  # fmt: skip
+    print(f"  {report.bodies_deleted} bodies deleted; {report.tombstones} tombstones queued for "
+          "the indexer (the index_delivery sensor sends them)")  # fmt: skip
+    return 0
+
+
+def cmd_set_policy(args: argparse.Namespace) -> int:
+    """Set an origin's or domain's rate limits, priority or revisit bounds (a new version)."""
+    from atlas_pipeline.crawl import Engine
+
+    cfg = load_config(args.config, dict(os.environ))
+    target = _target(args)
+    given = {"min_gap_s": args.min_gap_s, "max_in_flight": args.max_in_flight,
+             "priority": args.priority, "revisit_min_s": args.revisit_min_s,
+             "revisit_max_s": args.revisit_max_s}  # fmt: skip
+    settings = {k: v for k, v in given.items() if v is not None}
+    settings.update(dict.fromkeys(args.unset or [], None))
+    if not settings:
+        raise ConfigError("nothing to set: give --min-gap-s, --max-in-flight, --priority, "
+                          "--revisit-min-s, --revisit-max-s or --unset KEY")  # fmt: skip
+    engine = Engine.from_config(cfg)
+    try:
+        version = engine.store.set_policy(target, settings, args.reason, _who(args), time.time())
+        for o in engine.store.policy_overrides():
+            print(f"  {o['scope']:<6} {o['value']}  v{o['version']}  {o['settings']}  "
+                  f"by {o['who']}: {o['reason']}")  # fmt: skip
+    finally:
+        engine.close()
+    print(f"{target.scope} {target.value}: policy version {version}")
+    return 0
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    from atlas_pipeline.crawl import Engine
+    from atlas_pipeline.retention import run_retention
+
+    cfg = load_config(args.config, dict(os.environ))
+    engine = Engine.from_config(cfg)
+    try:
+        r = run_retention(engine, who=_who(args))
+    finally:
+        engine.close()
+    print(f"retention: {r.body_refs_expired} body references expired, {r.bodies_deleted} bodies "
+          f"deleted ({r.bytes_freed / 1e6:.1f} MB), {r.documents_deleted} superseded documents "
+          f"deleted, {r.suppressions_repurged} suppressions purged again")  # fmt: skip
     return 0
 
 
@@ -403,6 +550,42 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--reason", required=True, help="why (kept in the audit log)")
         cmd.add_argument("--who", help="operator name (default $USER)")
         cmd.set_defaults(func=cmd_pause)
+    optout = sub.add_parser(
+        "optout", help="suppress an origin, domain or URL prefix and purge its data (audited)"
+    )
+    optout.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    where = optout.add_mutually_exclusive_group(required=True)
+    where.add_argument("--origin", help="a URL of the origin, e.g. https://example.com/")
+    where.add_argument("--domain", help="a registrable domain, e.g. example.com")
+    where.add_argument("--prefix", help="a URL prefix, e.g. https://example.com/private/")
+    optout.add_argument("--reason", required=True, help="the request (kept in the audit log)")
+    optout.add_argument("--verified-by", required=True,
+                        help="how the request was verified, e.g. 'DNS TXT record, ticket 42'")  # fmt: skip
+    optout.add_argument("--who", help="operator name (default $USER)")
+    optout.set_defaults(func=cmd_optout)
+    policy = sub.add_parser(
+        "set-policy", help="rate limits, priority or revisit bounds of an origin or domain"
+    )
+    policy.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    where = policy.add_mutually_exclusive_group(required=True)
+    where.add_argument("--origin", help="a URL of the origin, e.g. https://example.com/")
+    where.add_argument("--domain", help="a registrable domain, e.g. example.com")
+    policy.add_argument("--min-gap-s", type=float, help="floor on seconds between requests")
+    policy.add_argument("--max-in-flight", type=float, help="concurrent requests at most")
+    policy.add_argument("--priority", type=float, help="0..1, for its URLs now and later")
+    policy.add_argument("--revisit-min-s", type=float, help="shortest revisit interval")
+    policy.add_argument("--revisit-max-s", type=float, help="longest revisit interval")
+    policy.add_argument("--unset", action="append", metavar="KEY",
+                        help="remove a setting (repeatable), e.g. --unset priority")  # fmt: skip
+    policy.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    policy.add_argument("--who", help="operator name (default $USER)")
+    policy.set_defaults(func=cmd_set_policy)
+    retention = sub.add_parser(
+        "retention", help="apply retention per data class now (the retention_job does it daily)"
+    )
+    retention.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    retention.add_argument("--who", help="operator name (default $USER)")
+    retention.set_defaults(func=cmd_retention)
     inspect = sub.add_parser(
         "inspect", help="explain a URL: discovery, state, fetches, robots, documents, events"
     )

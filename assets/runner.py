@@ -79,6 +79,7 @@ def run_cycles(
     instance: dg.DagsterInstance,
     parallel: int = 0,
     on_cycle: Callable[[str, list[ShardRun]], None] | None = None,
+    on_start: Callable[[str], None] | None = None,
 ) -> list[ShardRun]:
     """Add `cycles` new cycle partitions and materialize every shard of each, in order.
 
@@ -92,6 +93,8 @@ def run_cycles(
         for _ in range(cycles):
             cycle = next_cycle_key(instance.get_dynamic_partitions(CYCLE_PARTITIONS))
             instance.add_dynamic_partitions(CYCLE_PARTITIONS, [cycle])
+            if on_start is not None:
+                on_start(cycle)
             futures = [pool.submit(run_shard, config_path, cycle, s) for s in range(cfg.shards)]
             batch = [f.result() for f in futures]
             results.extend(batch)

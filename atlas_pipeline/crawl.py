@@ -241,7 +241,11 @@ class Reextracted:
 
 
 def reextract(
-    engine: Engine, cycle: str, shard: int, pool: ExtractorPool | None = None
+    engine: Engine,
+    cycle: str,
+    shard: int,
+    pool: ExtractorPool | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> Reextracted:
     """Rebuild a partition's documents and outbox events from the stored bodies with the
     current extractor: no request goes out. The partition keeps its batch fence."""
@@ -265,7 +269,9 @@ def reextract(
             for r in kept
             if engine.bodies.has(r["body_key"])
         ]
-        for row, job in jobs:
+        for done, (row, job) in enumerate(jobs, 1):
+            if on_progress is not None:
+                on_progress(done, len(jobs))
             try:
                 parsed = job.result()
             except ParserFailure:

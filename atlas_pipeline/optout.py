@@ -12,7 +12,7 @@ finished by running it again (`atlas optout` does, and so does the retention job
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -65,12 +65,23 @@ def target_of(scope: str, value: str) -> Suppression:
 
 
 def opt_out(
-    engine: Engine, target: Suppression, reason: str, verification: str, who: str
+    engine: Engine,
+    target: Suppression,
+    reason: str,
+    verification: str,
+    who: str,
+    on_step: Callable[[str], None] | None = None,
 ) -> OptOutReport:
-    """Suppress `target` and purge everything of it; safe to run again."""
+    """Suppress `target` and purge everything of it; safe to run again. `on_step` hears the
+    name of each step done (store, each lake table, tombstones, bodies)."""
     since = time.time()
     purged = engine.store.suppress(target, reason, verification, who, since)
-    return _purge_outside_store(engine, target, purged, who, since)
+    if on_step is not None:
+        on_step("store")
+    return _purge_outside_store(engine, target, purged, who, since, on_step=on_step)
+
+
+STEPS = 3 + len(SCHEMAS)  # store, each lake table, tombstones, bodies
 
 
 def purge_again(engine: Engine, target: Suppression, who: str) -> OptOutReport:
@@ -83,8 +94,9 @@ def purge_again(engine: Engine, target: Suppression, who: str) -> OptOutReport:
 
 def _purge_outside_store(
     engine: Engine, target: Suppression, purged: Purged, who: str, since: float,
-    quiet: bool = False,
+    quiet: bool = False, on_step: Callable[[str], None] | None = None,
 ) -> OptOutReport:  # fmt: skip
+    step = on_step or (lambda _: None)
     report = OptOutReport(target, purged)
     documents, bodies = _lake_documents_and_bodies(engine, target)
     documents |= set(purged.documents)
@@ -94,10 +106,13 @@ def _purge_outside_store(
         predicate = _predicate(table, target, origins)
         if predicate:
             report.lake_rows[table] = engine.lake.delete(table, predicate)
+        step(table)
     events = list(tombstones(documents))
     report.tombstones = engine.store.add_tombstones(events, time.time())
+    step("tombstones")
     swept = engine.bodies.delete(bodies, engine.store.referenced_bodies, since)
     report.bodies_deleted = swept.deleted
+    step("bodies")
     if quiet and not (any(report.lake_rows.values()) or report.tombstones or swept.deleted):
         return report
     _audit(engine, "purge_lake", target, who,

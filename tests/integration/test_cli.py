@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,10 +65,13 @@ def test_crawl_two_cycles_on_a_persistent_instance(sandbox: SandboxProcess, tmp_
     cfg = write_config(tmp_path / "atlas.yaml",
                        sandbox_config(sandbox, tmp_path, scope={"max_pages_per_origin": 6}))  # fmt: skip
     home = tmp_path / "dagster_home"
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    env = {**os.environ, "DAGSTER_HOME": str(home), "ATLAS_PROGRESS": "1"}
     res = run_atlas("crawl", "--config", str(cfg), "--cycles", "2", env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "c0002 shard_001" in res.stdout
+    # a progress bar per cycle: URLs done of queued, with a rate and an ETA
+    assert re.search(r"cycle c0001: .*\d+/\d+ \[\d\d:\d\d<\d\d:\d\d, +[\d.?]+ ?url/s\]", res.stderr)
+    assert "cycle c0002" in res.stderr
     fetches = pl.read_delta(str(tmp_path / "lake" / "crawl" / "fetches"))
     pages = fetches.filter(pl.col("kind") == "page")
     per_cycle = pages.group_by("crawl_cycle", "origin").len()
@@ -138,3 +142,38 @@ def test_pause_and_resume_an_origin_from_the_cli_are_audited(tmp_path: Path) -> 
         ("resume", "ops", "resolved"),
     ]
     engine.close()
+
+
+def test_optout_set_policy_and_retention_from_the_cli(tmp_path: Path) -> None:
+    from atlas_pipeline.config import load_config
+    from atlas_pipeline.crawl import Engine
+
+    cfg_path = write_config(tmp_path / "atlas.yaml", {"data_dir": str(tmp_path / "data")})
+    base = ("--config", str(cfg_path), "--who", "ops")
+    res = run_atlas("optout", *base, "--prefix", "https://Example.com/private/",
+                    "--reason", "owner request #9", "--verified-by", "DNS TXT")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "suppressed prefix https://example.com/private/" in res.stdout
+    unverified = run_atlas("optout", *base, "--domain", "example.com", "--reason", "x")
+    assert unverified.returncode == 2 and "--verified-by" in unverified.stderr
+    sub = run_atlas("optout", *base, "--domain", "news.example.com", "--reason", "x",
+                    "--verified-by", "mail")  # fmt: skip
+    assert sub.returncode == 2 and "not a registrable domain" in sub.stderr
+    res = run_atlas("set-policy", *base, "--domain", "example.com", "--min-gap-s", "4",
+                    "--priority", "0.8", "--reason", "partner")  # fmt: skip
+    assert res.returncode == 0 and "policy version 1" in res.stdout, res.stderr
+    res = run_atlas("set-policy", *base, "--domain", "example.com", "--unset", "priority",
+                    "--reason", "done")  # fmt: skip
+    assert "policy version 2" in res.stdout and "{'min_gap_s': 4.0}" in res.stdout
+    bad = run_atlas("set-policy", *base, "--domain", "example.com", "--priority", "7",
+                    "--reason", "typo")  # fmt: skip
+    assert bad.returncode == 2 and "priority = 7 is outside [0, 1]" in bad.stderr
+    res = run_atlas("retention", *base)
+    assert res.returncode == 0 and "suppressions purged again" in res.stdout, res.stderr
+    engine = Engine.from_config(load_config(cfg_path))
+    try:
+        actions = [r["action"] for r in engine.store.operator_log()]
+    finally:
+        engine.close()
+    assert actions[:2] == ["suppress", "purge_store"] and actions.count("set_policy") == 2
+    assert actions[-1] == "retention"

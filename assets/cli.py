@@ -315,18 +315,10 @@ def cmd_reextract(args: argparse.Namespace) -> int:
 def cmd_pause(args: argparse.Namespace) -> int:
     """Pause or resume an origin or a registrable domain, audited with who and why."""
     from atlas_pipeline.crawl import Engine
-    from atlas_pipeline.urls import BadUrl, normalize, origin_of, registrable_domain
 
     cfg = load_config(args.config, dict(os.environ))
-    if args.origin:
-        try:
-            scope, value = "origin", origin_of(normalize(args.origin))
-        except BadUrl as exc:
-            raise ConfigError(f"--origin {args.origin!r}: {exc}; give a URL such as "
-                              "https://example.com/") from None  # fmt: skip
-    else:
-        scope, value = "domain", registrable_domain(args.domain)
-    who = args.who or os.environ.get("USER") or "unknown"
+    target = _target(args, domain_of_host=True)
+    scope, value, who = target.scope, target.value, _who(args)
     engine = Engine.from_config(cfg)
     try:
         if args.command == "pause":
@@ -368,9 +360,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _target(args: argparse.Namespace) -> Any:
+def _target(args: argparse.Namespace, domain_of_host: bool = False) -> Any:
+    """The operator's target; with `domain_of_host`, a host name stands for its registrable
+    domain (a pause), else it must be one (an opt-out or a policy is never wider than asked)."""
     from atlas_pipeline.optout import target_of
+    from atlas_pipeline.urls import registrable_domain
 
+    if args.domain and domain_of_host:
+        return target_of("domain", registrable_domain(args.domain.strip().lower()))
     if getattr(args, "prefix", None):
         return target_of("prefix", args.prefix)
     return target_of("origin", args.origin) if args.origin else target_of("domain", args.domain)
@@ -444,6 +441,17 @@ def cmd_retention(args: argparse.Namespace) -> int:
           f"deleted ({r.bytes_freed / 1e6:.1f} MB), {r.documents_deleted} superseded documents "
           f"deleted, {r.suppressions_repurged} suppressions purged again")  # fmt: skip
     return 0
+
+
+def _operator_args(cmd: argparse.ArgumentParser, prefix: bool = False) -> None:
+    """--config, the target (an origin, a registrable domain, maybe a URL prefix) and --who."""
+    cmd.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    where = cmd.add_mutually_exclusive_group(required=True)
+    where.add_argument("--origin", help="a URL of the origin, e.g. https://example.com/")
+    where.add_argument("--domain", help="a registrable domain, e.g. example.com")
+    if prefix:
+        where.add_argument("--prefix", help="a URL prefix, e.g. https://example.com/private/")
+    cmd.add_argument("--who", help="operator name (default $USER)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -543,33 +551,21 @@ def parser() -> argparse.ArgumentParser:
     for name, text in (("pause", "stop crawling an origin or registrable domain"),
                        ("resume", "lift a pause")):  # fmt: skip
         cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
-        target = cmd.add_mutually_exclusive_group(required=True)
-        target.add_argument("--origin", help="a URL of the origin, e.g. https://example.com/")
-        target.add_argument("--domain", help="a registrable domain, e.g. example.com")
+        _operator_args(cmd)
         cmd.add_argument("--reason", required=True, help="why (kept in the audit log)")
-        cmd.add_argument("--who", help="operator name (default $USER)")
         cmd.set_defaults(func=cmd_pause)
     optout = sub.add_parser(
         "optout", help="suppress an origin, domain or URL prefix and purge its data (audited)"
     )
-    optout.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
-    where = optout.add_mutually_exclusive_group(required=True)
-    where.add_argument("--origin", help="a URL of the origin, e.g. https://example.com/")
-    where.add_argument("--domain", help="a registrable domain, e.g. example.com")
-    where.add_argument("--prefix", help="a URL prefix, e.g. https://example.com/private/")
+    _operator_args(optout, prefix=True)
     optout.add_argument("--reason", required=True, help="the request (kept in the audit log)")
     optout.add_argument("--verified-by", required=True,
                         help="how the request was verified, e.g. 'DNS TXT record, ticket 42'")  # fmt: skip
-    optout.add_argument("--who", help="operator name (default $USER)")
     optout.set_defaults(func=cmd_optout)
     policy = sub.add_parser(
         "set-policy", help="rate limits, priority or revisit bounds of an origin or domain"
     )
-    policy.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
-    where = policy.add_mutually_exclusive_group(required=True)
-    where.add_argument("--origin", help="a URL of the origin, e.g. https://example.com/")
-    where.add_argument("--domain", help="a registrable domain, e.g. example.com")
+    _operator_args(policy)
     policy.add_argument("--min-gap-s", type=float, help="floor on seconds between requests")
     policy.add_argument("--max-in-flight", type=float, help="concurrent requests at most")
     policy.add_argument("--priority", type=float, help="0..1, for its URLs now and later")
@@ -578,7 +574,6 @@ def parser() -> argparse.ArgumentParser:
     policy.add_argument("--unset", action="append", metavar="KEY",
                         help="remove a setting (repeatable), e.g. --unset priority")  # fmt: skip
     policy.add_argument("--reason", required=True, help="why (kept in the audit log)")
-    policy.add_argument("--who", help="operator name (default $USER)")
     policy.set_defaults(func=cmd_set_policy)
     retention = sub.add_parser(
         "retention", help="apply retention per data class now (the retention_job does it daily)"

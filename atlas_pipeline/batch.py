@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from . import defaults as d
 from . import failpoints
-from .bodies import BodyStore
+from .bodies import Bodies
 from .config import CrawlConfig
 from .coordination import (
     CoordinationStore,
@@ -151,7 +151,7 @@ class FetchBatch:
         self,
         cfg: CrawlConfig,
         store: CoordinationStore,
-        bodies: BodyStore,
+        bodies: Bodies,
         pool: ExtractorPool,
         cycle: str,
         shard: int,
@@ -788,7 +788,7 @@ def _origin_base(origin: str) -> str:
 def run_batch(
     cfg: CrawlConfig,
     store: CoordinationStore,
-    bodies: BodyStore,
+    bodies: Bodies,
     pool: ExtractorPool,
     cycle: str,
     shard: int,

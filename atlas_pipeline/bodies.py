@@ -142,3 +142,137 @@ class BodyStore:
     def put_extraction(self, key: str, version: str, result: dict[str, Any]) -> None:
         data = json.dumps(result, ensure_ascii=False).encode("utf-8")
         self._write_atomic(self._extract_path(key, version), data)
+
+
+class ObjectBodyStore:
+    """The same store in object storage, addressed by URL (s3://bucket/prefix?endpoint_override=
+    ...&region=..., gs://..., or any URI pyarrow.fs opens); credentials come from the usual
+    environment (AWS_ACCESS_KEY_ID, ...).
+
+    Objects cannot be touched or renamed atomically, so a put always writes (a PUT of the same
+    bytes is harmless and renews LastModified, which tells the sweeper the body is in use), and
+    the sweeper reads the references after listing and checks LastModified again just before
+    each delete. What it cannot close is the moment between that check and the DELETE; the grace
+    period (longer than a lease) is what makes a fresh put land in it only by a clock fault."""
+
+    def __init__(self, url: str) -> None:
+        from pyarrow import fs
+
+        try:
+            self.fs, root = fs.FileSystem.from_uri(url)
+        except (ValueError, OSError) as exc:
+            raise OSError(f"bodies_url {url!r}: {exc}") from None
+        self.url, self.root = url, root.rstrip("/")
+        self._scheme = url.split("://", 1)[0]
+
+    def _path(self, key: str, suffix: str) -> str:
+        return f"{self.root}/{key[:2]}/{key[2:4]}/{key}{suffix}"
+
+    def _extract_path(self, key: str, version: str) -> str:
+        slug = hashlib.sha1(version.encode(), usedforsecurity=False).hexdigest()[:12]
+        return self._path(key, f".extract-{slug}.json")
+
+    def _write(self, path: str, data: bytes) -> None:
+        with self.fs.open_output_stream(path) as out:  # an object appears whole or not at all
+            out.write(data)
+
+    def _read(self, path: str) -> bytes:
+        with self.fs.open_input_stream(path) as stream:
+            return bytes(stream.read())
+
+    def _mtime(self, path: str) -> float | None:
+        from pyarrow import fs
+
+        info = self.fs.get_file_info(path)
+        if info.type == fs.FileType.NotFound or info.mtime is None:
+            return None
+        return float(info.mtime.timestamp())
+
+    def put(self, body: bytes) -> str:
+        key = digest(body)
+        self._write(self._path(key, ".gz"), gzip.compress(body, compresslevel=1, mtime=0))
+        return key
+
+    def get(self, key: str) -> bytes:
+        return gzip.decompress(self._read(self._path(key, ".gz")))
+
+    def has(self, key: str) -> bool:
+        return self._mtime(self._path(key, ".gz")) is not None
+
+    def uri(self, key: str) -> str:
+        return f"{self._scheme}://{self._path(key, '.gz')}"
+
+    def get_extraction(self, key: str, version: str) -> dict[str, Any] | None:
+        path = self._extract_path(key, version)
+        if self._mtime(path) is None:
+            return None
+        data: dict[str, Any] = json.loads(self._read(path).decode("utf-8"))
+        return data
+
+    def put_extraction(self, key: str, version: str, result: dict[str, Any]) -> None:
+        self._write(self._extract_path(key, version),
+                    json.dumps(result, ensure_ascii=False).encode("utf-8"))  # fmt: skip
+
+    def _listing(self) -> dict[str, tuple[float, int, list[str]]]:
+        """key -> (LastModified of its body, size, its extraction objects)."""
+        from pyarrow import fs
+
+        if self.fs.get_file_info(self.root).type == fs.FileType.NotFound:
+            return {}
+        found: dict[str, tuple[float, int, list[str]]] = {}
+        extracts: dict[str, list[str]] = {}
+        for info in self.fs.get_file_info(fs.FileSelector(self.root, recursive=True)):
+            if info.type != fs.FileType.File or info.mtime is None:
+                continue
+            name = info.path.rsplit("/", 1)[-1]
+            if name.endswith(".gz"):
+                found[name[:-3]] = (info.mtime.timestamp(), int(info.size or 0), [])
+            elif ".extract-" in name:
+                extracts.setdefault(name.split(".extract-")[0], []).append(info.path)
+        return {k: (m, s, extracts.get(k, [])) for k, (m, s, _) in found.items()}
+
+    def _remove_if_idle(self, key: str, extracts: list[str], cutoff: float,
+                        report: SweepReport, size: int) -> None:  # fmt: skip
+        path = self._path(key, ".gz")
+        mtime = self._mtime(path)
+        if mtime is None or mtime >= cutoff:
+            return  # gone already, or put again since the listing: in use
+        self.fs.delete_file(path)
+        for extract in extracts:
+            self.fs.delete_file(extract)
+        report.deleted += 1
+        report.bytes += size
+
+    def sweep_orphans(
+        self, referenced: Callable[[], set[str]], grace_s: float, now: float | None = None
+    ) -> SweepReport:
+        """As BodyStore.sweep_orphans, by LastModified."""
+        cutoff = (time.time() if now is None else now) - grace_s
+        listing = self._listing()
+        report = SweepReport(scanned=len(listing))
+        keep = referenced()  # read after listing: a commit landing meanwhile is seen
+        for key, (mtime, size, extracts) in sorted(listing.items()):
+            if mtime < cutoff and key not in keep:
+                self._remove_if_idle(key, extracts, cutoff, report, size)
+        return report
+
+    def delete(
+        self, keys: set[str], referenced: Callable[[], set[str]], idle_since: float
+    ) -> SweepReport:
+        """As BodyStore.delete: these bodies, unless referenced or put since `idle_since`."""
+        listing = self._listing()
+        report = SweepReport()
+        keep = referenced()
+        for key in sorted((keys - keep) & set(listing)):
+            _, size, extracts = listing[key]
+            report.scanned += 1
+            self._remove_if_idle(key, extracts, idle_since, report, size)
+        return report
+
+
+Bodies = BodyStore | ObjectBodyStore
+
+
+def open_bodies(url: str | None, folder: Path) -> Bodies:
+    """Object storage when a URL is configured, else the local folder."""
+    return ObjectBodyStore(url) if url else BodyStore(folder)

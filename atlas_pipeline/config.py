@@ -346,6 +346,9 @@ class CrawlConfig(_Section):
     """Delta lake root; default <data_dir>/lake."""
     bodies_dir: Path | None = None
     """Content-addressed body store; default <data_dir>/bodies."""
+    bodies_url: str | None = None
+    """Object storage for bodies instead (s3://bucket/prefix?region=...&endpoint_override=...,
+    gs://bucket/prefix); credentials from the environment (AWS_ACCESS_KEY_ID, ...)."""
     coordination_url: str | None = None
     """sqlite:///path or postgresql://...; default sqlite:///<data_dir>/coordination.db."""
     shards: int = Field(d.SHARDS, ge=1, le=1024)
@@ -392,6 +395,13 @@ class CrawlConfig(_Section):
         ):
             raise ValueError("must start with a product token such as 'AtlasBot/1.0'")
         return ua.strip()
+
+    @field_validator("bodies_url")
+    @classmethod
+    def _object_store(cls, url: str | None) -> str | None:
+        if url and urlsplit(url).scheme not in ("s3", "gs", "gcs", "hdfs", "file", "abfs"):
+            raise ValueError("use s3://bucket/prefix, gs://bucket/prefix (or file:///path)")
+        return url
 
     @field_validator("seeds")
     @classmethod

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import dedupe, failpoints, outbox, recrawl
 from .batch import BatchStats, run_batch
-from .bodies import BodyStore
+from .bodies import Bodies, open_bodies
 from .config import CrawlConfig
 from .coordination import BatchLease, CoordinationStore, OriginPolicy, TrapCaps, open_store
 from .lake import Lake, Written
@@ -29,7 +29,7 @@ class Engine:
 
     cfg: CrawlConfig
     store: CoordinationStore
-    bodies: BodyStore
+    bodies: Bodies
     lake: Lake
 
     @classmethod
@@ -49,7 +49,8 @@ class Engine:
         caps = TrapCaps(scope.max_query_variants, scope.max_pattern_urls, scope.max_calendar_urls,
                         scope.bloom_prefilter)  # fmt: skip
         store = open_store(cfg.coordination, policy, scope.max_pages_per_origin, caps)
-        return cls(cfg, store, BodyStore(cfg.bodies_path), Lake(cfg.lake_path))
+        bodies = open_bodies(cfg.bodies_url, cfg.bodies_path)
+        return cls(cfg, store, bodies, Lake(cfg.lake_path))
 
     def close(self) -> None:
         self.store.close()

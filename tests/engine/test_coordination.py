@@ -1425,17 +1425,20 @@ def test_concurrent_discovery_from_processes_stores_each_url_once(tmp_path: Path
     """Four processes offer the same 300 URLs at once, each in its own order: every URL is
     stored once and admitted exactly once in total; the others hear already_known."""
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     urls = [f"https://o{i % 7}.example.test/p/{i}" for i in range(300)]
     make_store(tmp_path).close()  # migrated before the race
     go = tmp_path / "go"
+    # concurrent.futures, not multiprocessing.Pool: a Pool worker that dies holding the task
+    # queue's lock leaves Pool.terminate() waiting forever on its siblings (seen in CI)
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(4) as pool:
-        pending = [pool.apply_async(_discover_in_process, (_backend_url["url"], urls, s, str(go)))
+    with ProcessPoolExecutor(max_workers=4, mp_context=ctx) as pool:
+        pending = [pool.submit(_discover_in_process, _backend_url["url"], urls, s, str(go))
                    for s in range(4)]  # fmt: skip
         time.sleep(1.0)  # the workers import and open their stores
         go.touch()
-        results = [p.get(timeout=120) for p in pending]
+        results = [p.result(timeout=120) for p in pending]
     assert sum(r.count("admitted") for r in results) == len(urls)
     assert all(set(r) <= {"admitted", "already_known"} for r in results)
     store = make_store(tmp_path)

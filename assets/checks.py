@@ -155,7 +155,7 @@ def _build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChec
         """Extraction yield: most fetched HTML pages produce non-empty text."""
         cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
         with atlas.open() as engine:
-            docs = engine.lake.read_partition("documents", cycle, shard_key(shard)).drop("text")
+            docs = engine.lake.read_partition("documents", cycle, shard_key(shard))
         empty = docs.filter(pl.col("text_chars") == 0).height
         share = 1.0 - empty / docs.height if docs.height else 1.0
         return dg.AssetCheckResult(

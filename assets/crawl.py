@@ -27,6 +27,7 @@ from .partitions import cycle_and_shard
 FRONTIER = dg.AssetKey(["crawl", "frontier"])
 FETCHES = dg.AssetKey(["crawl", "fetches"])
 DOCUMENTS = dg.AssetKey(["crawl", "documents"])
+DOCUMENT_TEXTS = dg.AssetKey(["crawl", "document_texts"])
 LINKS = dg.AssetKey(["crawl", "links"])
 URLS = dg.AssetKey(["crawl", "urls"])
 DEDUPE_CLUSTERS = dg.AssetKey(["crawl", "dedupe_clusters"])
@@ -34,8 +35,8 @@ INDEX_READY = dg.AssetKey(["crawl", "index_ready"])
 RECRAWL_SCHEDULE = dg.AssetKey(["crawl", "recrawl_schedule"])
 ORIGINS = dg.AssetKey(["crawl", "origins"])
 CRAWL_REPORT = dg.AssetKey(["crawl", "report"])
-TABLES = {key.path[-1]: key for key in (FRONTIER, FETCHES, DOCUMENTS, LINKS, URLS, ORIGINS,
-                                        DEDUPE_CLUSTERS, INDEX_READY, RECRAWL_SCHEDULE)}  # fmt: skip
+TABLES = {key.path[-1]: key for key in (FRONTIER, FETCHES, DOCUMENTS, DOCUMENT_TEXTS, LINKS, URLS,
+                                        ORIGINS, DEDUPE_CLUSTERS, INDEX_READY, RECRAWL_SCHEDULE)}  # fmt: skip
 
 
 def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetsDefinition]:
@@ -75,8 +76,16 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
                 DOCUMENTS,
                 deps=[FRONTIER],
                 kinds={"delta", "trafilatura"},
-                description="Extracted documents: text, title, author, date, language, "
-                "content hash, canonical hint, extraction version.",
+                description="Extracted documents, one per URL fetch: title, author, date, "
+                "language, content hash (document_id of its text), canonical hint, extraction "
+                "version, provenance.",
+            ),
+            dg.AssetSpec(
+                DOCUMENT_TEXTS,
+                deps=[FRONTIER],
+                kinds={"delta"},
+                description="Extracted text, stored once per document id however many URLs "
+                "hold it (join documents.text_hash = document_texts.document_id).",
             ),
             dg.AssetSpec(
                 LINKS,
@@ -132,6 +141,11 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         yield dg.MaterializeResult(
             asset_key=INDEX_READY, metadata=table_metadata(result.index_ready)
         )
+        yield dg.MaterializeResult(
+            asset_key=DOCUMENT_TEXTS,
+            metadata=table_metadata(result.document_texts, {"new_texts": result.document_texts.rows,
+                                                            "documents": result.documents.rows}),
+        )  # fmt: skip
 
     @dg.asset(
         key=URLS,

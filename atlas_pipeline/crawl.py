@@ -77,6 +77,7 @@ class FetchResult:
     documents: Written
     links: Written
     index_ready: Written
+    document_texts: Written
 
     @property
     def superseded_by(self) -> int | None:
@@ -114,7 +115,7 @@ def fetch_shard(
 
 def write_fetch_partitions(
     engine: Engine, cycle: str, shard: int, fence: int | None = None
-) -> tuple[Written, Written, Written, Written]:
+) -> tuple[Written, Written, Written, Written, Written]:
     """fetches, documents, links and the indexer outbox (index_ready) of one partition,
     streamed from committed store records. With a batch fence, a newer run's write of the
     partition is never overwritten."""
@@ -125,11 +126,20 @@ def write_fetch_partitions(
 
     def documents() -> Iterator[dict[str, Any]]:
         for rec in store.fetch_records(cycle, shard):
-            doc = rec["document"]
-            if doc:
-                # The text lives once, in the body store's extraction cache, not in the store.
-                cached = engine.bodies.get_extraction(doc["body_key"], doc["extraction_version"])
-                yield {**doc, "text": cached["text"] if cached else None}
+            if rec["document"]:
+                yield rec["document"]
+
+    def texts() -> list[dict[str, Any]]:
+        # The text of a fetch lives in the body store's extraction cache, not in the store;
+        # the lake keeps it once per document id, however many URLs hold it.
+        out = []
+        for doc in documents():
+            cached = engine.bodies.get_extraction(doc["body_key"], doc["extraction_version"])
+            if cached is not None:
+                out.append({"document_id": doc["text_hash"], "text": cached["text"],
+                            "text_chars": len(cached["text"]),
+                            "extraction_version": doc["extraction_version"]})  # fmt: skip
+        return out
 
     def links() -> Iterator[dict[str, Any]]:
         for rec in store.fetch_records(cycle, shard):
@@ -143,6 +153,8 @@ def write_fetch_partitions(
                 }
 
     lake = engine.lake
+    # texts before the documents that map to them: a document never names a missing text
+    document_texts = lake.add_texts(texts(), cycle, key)
     return (
         lake.write_partition("fetches", fetches, cycle, key, fence),
         lake.write_partition("documents", documents, cycle, key, fence),
@@ -150,6 +162,7 @@ def write_fetch_partitions(
         # after the documents: an event never points at a document the lake lacks
         lake.write_partition("index_ready", lambda: outbox.upsert_events(documents()), cycle,
                              key, fence),
+        document_texts,
     )  # fmt: skip
 
 
@@ -220,7 +233,7 @@ def _canonical(hint: str | None, url: str) -> str | None:
 
 def cluster_documents(engine: Engine, cycle: str, shard: int) -> Written:
     """Label this partition's documents with their content id and near-duplicate cluster."""
-    docs = engine.lake.read_partition("documents", cycle, shard_key(shard))
+    docs = engine.lake.with_text(engine.lake.read_partition("documents", cycle, shard_key(shard)))
     cfg = engine.cfg.dedupe
     settings = dedupe.Settings(cfg.threshold, cfg.num_perm, cfg.shingle_words,
                                cfg.volatile_words, frozenset(cfg.split_urls))  # fmt: skip
@@ -291,8 +304,13 @@ def reextract(
         if own:
             pool.close()
     lake = engine.lake
+    lake.add_texts([{"document_id": r["text_hash"], "text": r["text"], "text_chars": len(r["text"]),
+                     "extraction_version": r["extraction_version"]}
+                    for r in rows if r.get("text") is not None], cycle, key)  # fmt: skip
+    documents = lake.write_partition("documents", rows, cycle, key, fence)
+    lake.prune_texts()  # the old extraction's texts, if no other document holds them
     return Reextracted(
-        lake.write_partition("documents", rows, cycle, key, fence),
+        documents,
         lake.write_partition("index_ready", list(outbox.upsert_events(rows)), cycle, key, fence),
         failed,
         len(gone),

@@ -69,10 +69,16 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "documents": {
         **KEYS, "fetch_id": pl.String, "url": pl.String, "origin": pl.String, "title": pl.String,
         "author": pl.String, "published": pl.String, "description": pl.String,
-        "language": pl.String, "text": pl.String, "text_hash": pl.String, "text_chars": pl.Int64,
+        "language": pl.String, "text_hash": pl.String, "text_chars": pl.Int64,
         "canonical_hint": pl.String, "charset": pl.String, "body_key": pl.String,
         "links_out": pl.Int32, "extraction_version": pl.String, "fetched_at": TS,
         "batch_fence": pl.Int64,
+    },
+    # The extracted text, stored once per document id (the text hash) however many URLs hold
+    # it; `documents` rows map each URL fetch to it with their own provenance.
+    "document_texts": {
+        **KEYS, "document_id": pl.String, "text": pl.String, "text_chars": pl.Int64,
+        "extraction_version": pl.String,
     },
     "links": {
         **KEYS, "fetch_id": pl.String, "source_url": pl.String, "href": pl.String,
@@ -95,15 +101,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 URL_COLUMNS: dict[str, tuple[str, ...]] = {
     "urls": ("url", "discovered_url"), "frontier": ("url",),
     "fetches": ("url", "original_url", "final_url"), "documents": ("url",),
-    "links": ("url", "source_url"), "index_ready": ("url",),
+    "links": ("url", "source_url"), "index_ready": ("url",), "document_texts": (),
     "dedupe_clusters": ("url", "canonical_url"), "recrawl_schedule": ("url",), "origins": (),
 }  # fmt: skip
 ORIGIN_COLUMNS: dict[str, tuple[str, ...]] = {
     "urls": ("origin",), "frontier": ("origin",), "fetches": ("origin",),
     "documents": ("origin",), "links": ("target_origin",), "index_ready": (),
+    "document_texts": (),
     "dedupe_clusters": (), "recrawl_schedule": ("origin",), "origins": ("origin",),
 }  # fmt: skip
-PARTITION_BY = {"urls": ["origin_shard"], "origins": ["origin_shard"]}
+PARTITION_BY: dict[str, list[str]] = {
+    "urls": ["origin_shard"], "origins": ["origin_shard"], "document_texts": [],
+}  # fmt: skip
 CHUNK_ROWS = 2000  # rows converted at a time when streaming a partition into Delta
 # deltalake buffers a streamed write until a file reaches this size; smaller files, less RSS
 TARGET_FILE_BYTES = 32 * 1024 * 1024
@@ -156,6 +165,68 @@ class Lake:
             return None
         latest = DeltaTable(self.uri(table), storage_options=self.storage_options).history(1)
         return float(latest[0]["timestamp"]) / 1000.0 if latest else None
+
+    def add_texts(self, rows: Sequence[Mapping[str, Any]], cycle: str, shard: str) -> Written:
+        """Insert the texts whose document id the table lacks (a Delta merge: idempotent, and
+        safe against a concurrent writer of the same id, which makes this commit retry)."""
+        table, uri = "document_texts", self.uri("document_texts")
+        unique = list({r["document_id"]: r for r in rows}.values())
+        source = frame(table, [{**r, "crawl_cycle": cycle, "origin_shard": shard}
+                               for r in unique]).to_arrow()  # fmt: skip
+        for attempt in range(COMMIT_RETRIES):
+            try:
+                if not self.exists(table):
+                    DeltaTable.create(uri, source.schema, mode="ignore", partition_by=None,
+                                      storage_options=self.storage_options)  # fmt: skip
+                dt = DeltaTable(uri, storage_options=self.storage_options)
+                metrics = (
+                    dt.merge(source, "t.document_id = s.document_id", source_alias="s",
+                             target_alias="t")
+                    .when_not_matched_insert_all()
+                    .execute()
+                )  # fmt: skip
+                inserted = int(metrics.get("num_target_rows_inserted", 0))
+                version = DeltaTable(uri, storage_options=self.storage_options).version()
+                return Written(table, uri, inserted, version)
+            except (CommitFailedError, DeltaError) as exc:
+                if attempt == COMMIT_RETRIES - 1:
+                    raise LakeError(f"cannot write {uri}: {exc}") from exc
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def texts(self, document_ids: Iterable[str]) -> dict[str, str]:
+        """document id -> text, for the ids given (those the table holds)."""
+        wanted = list(set(document_ids))
+        if not wanted or not self.exists("document_texts"):
+            return {}
+        found = (
+            pl.scan_delta(self.uri("document_texts"), storage_options=self.storage_options)
+            .filter(pl.col("document_id").is_in(wanted))
+            .select("document_id", "text")
+            .collect()
+        )
+        return dict(zip(found["document_id"].to_list(), found["text"].to_list(), strict=True))
+
+    def with_text(self, documents: pl.DataFrame) -> pl.DataFrame:
+        """`documents` rows with their text joined in (by document id, the text hash)."""
+        texts = self.texts(documents["text_hash"].drop_nulls().to_list())
+        return documents.with_columns(
+            text=pl.col("text_hash").replace_strict(texts, default=None, return_dtype=pl.String)
+        )
+
+    def prune_texts(self) -> int:
+        """Delete the texts no `documents` row maps to any more (after an opt-out purge or a
+        retention pass removed the last URL of a document)."""
+        if not self.exists("document_texts"):
+            return 0
+        held = set(self.read("documents")["text_hash"].drop_nulls().to_list())
+        ids = self.read("document_texts")["document_id"].to_list()
+        orphans = sorted(set(ids) - held)
+        deleted = 0
+        for i in range(0, len(orphans), 500):
+            listed = ", ".join("'" + d.replace("'", "''") + "'" for d in orphans[i : i + 500])
+            deleted += self.delete("document_texts", f"document_id IN ({listed})")
+        return deleted
 
     def delete(self, table: str, predicate: str) -> int:
         """Delete the rows matching a SQL predicate, then vacuum the files that held them, so

@@ -106,6 +106,8 @@ def _purge_outside_store(
         predicate = _predicate(table, target, origins)
         if predicate:
             report.lake_rows[table] = engine.lake.delete(table, predicate)
+        elif table == "document_texts":  # texts are keyed by content: only the unheld go
+            report.lake_rows[table] = engine.lake.prune_texts()
         step(table)
     events = list(tombstones(documents))
     report.tombstones = engine.store.add_tombstones(events, time.time())

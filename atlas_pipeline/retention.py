@@ -52,6 +52,7 @@ def run_retention(
     report.documents_deleted = len(old)
     for table in ("documents", "links", "dedupe_clusters", "index_ready"):
         report.lake_rows[table] = _delete_fetches(engine, table, old)
+    report.lake_rows["document_texts"] = engine.lake.prune_texts() if old else 0
     store.audit("retention", "all", "*",
                 f"{report.body_refs_expired} body references expired, {report.bodies_deleted} "
                 f"bodies deleted, {report.documents_deleted} superseded documents deleted "

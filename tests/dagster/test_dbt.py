@@ -39,7 +39,7 @@ from resources.dbt import (
 )
 
 TABLES = ("urls", "frontier", "fetches", "documents", "links", "dedupe_clusters", "index_ready",
-          "recrawl_schedule", "origins")  # fmt: skip
+          "recrawl_schedule", "origins", "document_texts")  # fmt: skip
 SCHEMA_YML = DBT_PROJECT_DIR / "models" / "staging" / "schema.yml"
 SOURCES_YML = DBT_PROJECT_DIR / "models" / "sources.yml"
 CYCLE = "c0001"
@@ -192,7 +192,7 @@ def test_models_are_tables_with_the_lake_rows(
             assert columns == list(SCHEMAS[table])
         # real crawl data, not empty tables
         for table in ("urls", "fetches", "documents", "links", "dedupe_clusters", "index_ready",
-                      "recrawl_schedule", "origins"):  # fmt: skip
+                      "recrawl_schedule", "origins", "document_texts"):  # fmt: skip
             (rows,) = con.execute(f"select count(*) from main.stg_{table}").fetchone() or (0,)
             assert rows > 0, table
         kinds_fetched = con.execute("select distinct kind from main.stg_fetches").fetchall()

@@ -16,6 +16,7 @@ import pytest
 from assets.definitions import CRAWL_JOB, build_definitions
 from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
+from atlas_pipeline.lake import Lake
 from atlas_pipeline.sandbox import normalize_url
 from tests.conftest import SandboxProcess, sandbox_config, write_config
 
@@ -114,8 +115,11 @@ def _article_text(html: str) -> tuple[str, str]:
 
 def test_documents_hold_the_extracted_text_of_known_pages(crawled: dict[str, Any]) -> None:
     web, cfg = crawled["web"], crawled["cfg"]
-    docs = pl.read_delta(str(Path(cfg.lake_path) / "crawl" / "documents"))
+    lake = Lake(cfg.lake_path)
+    docs = lake.with_text(lake.read("documents"))
     assert docs.height == len(web.crawlable(MAX_DEPTH))
+    texts = lake.read("document_texts")
+    assert texts.height == docs["text_hash"].n_unique()  # each text stored once
     by_url = {r["url"]: r for r in docs.iter_rows(named=True)}
     for host in web.hosts:
         for path in web.pages(host)[:3]:

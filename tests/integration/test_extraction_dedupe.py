@@ -65,11 +65,15 @@ def test_same_bytes_under_two_urls_are_extracted_once(mirror_site: int, tmp_path
     assert result.stats.requests == 3
     assert result.stats.extracted == 2  # /a (or /b) and /c
     assert result.stats.extraction_reused == 1
-    docs = pl.read_delta(result.documents.uri).sort("url")
+    docs = engine.lake.with_text(pl.read_delta(result.documents.uri)).sort("url")
     assert docs["url"].str.extract(r"(/\w)$").to_list() == ["/a", "/b", "/c"]
     a, b, c = docs.iter_rows(named=True)
     assert a["text_hash"] == b["text_hash"] != c["text_hash"]
     assert a["body_key"] == b["body_key"] and a["title"] == b["title"] == "The mirrored article"
     assert "winter grain" in a["text"] and "summer grain" in c["text"]
+    # the mirror's text is stored once in the lake, mapped from both URLs
+    texts = engine.lake.read("document_texts")
+    assert texts.height == 2 and texts.filter(pl.col("document_id") == a["text_hash"]).height == 1
+    assert result.document_texts.rows == 2
     # the coordination store keeps no copy of the text: it lives once, in the body store
     assert all("text" not in (r["document"] or {}) for r in engine.store.fetch_records("c0001", 0))

@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from atlas_pipeline.lake import Lake
 from atlas_pipeline.sandbox import hostile
 from atlas_pipeline.urls import BadUrl, normalize, origin_of
 from tests.conftest import running_canary, running_sandbox, sandbox_config, write_config
@@ -99,7 +100,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "fetches": pl.read_delta(str(lake / "fetches")),
             "urls": pl.read_delta(str(lake / "urls")),
             "links": pl.read_delta(str(lake / "links")),
-            "documents": pl.read_delta(str(lake / "documents")),
+            "documents": Lake(lake.parent).with_text(pl.read_delta(str(lake / "documents"))),
         }
 
 

@@ -154,3 +154,14 @@ def test_inspect_explains_a_suppressed_url(opted_out: dict[str, Any]) -> None:
     assert ins.verdict.startswith("suppressed by an opt-out of origin")
     assert "ops-oncall" in ins.verdict and "ticket 42" in ins.verdict
     assert [e["action"] for e in ins.operator_log][:2] == ["suppress", "purge_store"]
+
+
+def test_texts_only_the_origin_held_are_gone_and_shared_ones_stay(
+    opted_out: dict[str, Any],
+) -> None:
+    before, after = opted_out["before"], opted_out["after"]
+    gone = set(before["documents"].filter(pl.col("origin").str.contains(GONE))["text_hash"])
+    held = set(after["documents"]["text_hash"].to_list())
+    texts = set(after["document_texts"]["document_id"].to_list())
+    assert gone - held and not (gone - held) & texts  # its own texts went with it
+    assert texts == held  # every remaining document keeps its text, nothing is left unheld

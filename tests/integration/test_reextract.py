@@ -23,14 +23,18 @@ def test_reextraction_reproduces_documents_without_a_request(
     engine = Engine.from_config(load_config(cfg_path))
     plan_frontier(engine, "c0001", 0)
     fetch_shard(engine, "c0001", 0)
-    before = engine.lake.read_partition("documents", "c0001", shard_key(0)).sort("url")
+    before = engine.lake.with_text(
+        engine.lake.read_partition("documents", "c0001", shard_key(0))
+    ).sort("url")
     events = engine.lake.read_partition("index_ready", "c0001", shard_key(0)).sort("event_id")
     assert before.height > 10
     sandbox.log.clear()
     done = reextract(engine, "c0001", 0)
     engine.close()
     assert sandbox.log.entries() == []  # not one request
-    after = pl.read_delta(str(engine.cfg.lake_path / "crawl" / "documents")).sort("url")
+    after = engine.lake.with_text(
+        pl.read_delta(str(engine.cfg.lake_path / "crawl" / "documents"))
+    ).sort("url")
     assert done.failed == 0 and done.documents.rows == before.height
     assert after.select(COLUMNS).equals(before.select(COLUMNS))
     assert (after["text"] == before["text"]).all()

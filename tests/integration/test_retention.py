@@ -81,6 +81,8 @@ def test_retention_keeps_current_content_and_drops_the_rest(two_cycles: dict[str
         old_versions["fetch_id"].to_list()
     )
     assert set(left["url"].to_list()) == set(docs["url"].to_list())  # every URL keeps one
+    texts = engine.lake.read("document_texts")
+    assert set(texts["document_id"].to_list()) == set(left["text_hash"].to_list())
     assert not any(engine.bodies.has(k) for k in old_bodies)
     assert all(engine.bodies.has(k) for k in current)  # current content stays
     events = engine.lake.read("index_ready")

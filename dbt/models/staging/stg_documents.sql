@@ -10,7 +10,6 @@ select
     cast(published as varchar) as published,
     cast(description as varchar) as description,
     cast(language as varchar) as language,
-    cast(text as varchar) as text,
     cast(text_hash as varchar) as text_hash,
     cast(text_chars as bigint) as text_chars,
     cast(canonical_hint as varchar) as canonical_hint,

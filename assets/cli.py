@@ -231,7 +231,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def print_summary(cfg: CrawlConfig) -> None:
     import polars as pl
 
-    from atlas_pipeline.lake import Lake
+    from atlas_pipeline.lake import SCHEMAS, Lake
 
     lake = Lake(cfg.lake_path)
     fetches, docs, links, urls = (lake.read(t) for t in ("fetches", "documents", "links", "urls"))
@@ -250,16 +250,12 @@ def print_summary(cfg: CrawlConfig) -> None:
         text = ", ".join(f"{r}={n}" for r, n in counts.iter_rows())
         print(f"Reason codes ({name}): {text}")
     print("\nDelta tables (read with polars.read_delta):")
-    for table in (
-        "urls",
-        "frontier",
-        "fetches",
-        "documents",
-        "links",
-        "dedupe_clusters",
-        "index_ready",
-    ):
-        print(f"  {lake.uri(table)}")
+    for table in SCHEMAS:
+        if lake.exists(table):
+            print(f"  {lake.uri(table)}")
+    reports = cfg.lake_path / "reports"
+    if reports.exists():
+        print(f"Crawl reports (HTML, one per cycle and shard): {reports}")
 
 
 def cmd_config(args: argparse.Namespace) -> int:

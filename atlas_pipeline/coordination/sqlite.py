@@ -275,7 +275,9 @@ class SqliteStore:
         with self._tx() as c:
             return self._discover(c, candidates, cycle, now=None)
 
-    def _ensure_origins(self, c: Conn, cands: list[Candidate]) -> None:
+    def _ensure_origins(
+        self, c: Conn, cands: list[Candidate], overrides: list[dict[str, Any]] | None = None
+    ) -> None:
         p = self.default_policy
         c.executemany(
             """INSERT OR IGNORE INTO origins
@@ -286,13 +288,23 @@ class SqliteStore:
                 for o, shard, d in {(x.origin, x.shard, _domain_of(x.origin)) for x in cands}
             ),
         )
-        overrides = self._overrides(c)
+        overrides = self._operator_state(c)[0] if overrides is None else overrides
         if overrides:
             self._apply_rates(c, overrides, sorted({x.origin for x in cands}))
 
-    def _overrides(self, c: Conn) -> list[dict[str, Any]]:
-        rows = c.execute("SELECT scope, value, settings, version FROM policy_overrides")
-        return [{**dict(r), "settings": json.loads(r["settings"])} for r in rows]
+    def _operator_state(self, c: Conn) -> tuple[list[dict[str, Any]], list[Suppression]]:
+        """Operator policies and suppressions, in one round trip (discovery needs both)."""
+        overrides: list[dict[str, Any]] = []
+        blocked: list[Suppression] = []
+        for kind, scope, value, settings in c.execute(
+            """SELECT 'policy', scope, value, settings FROM policy_overrides
+               UNION ALL SELECT 'suppress', scope, value, NULL FROM suppressions"""
+        ):
+            if kind == "policy":
+                overrides.append({"scope": scope, "value": value, "settings": json.loads(settings)})
+            else:
+                blocked.append(Suppression(scope, value))
+        return overrides, blocked
 
     def _apply_rates(self, c: Conn, overrides: list[dict[str, Any]], origins: list[str]) -> None:
         """Operator rate limits on these origins: a gap floor (kept by robots refreshes) and
@@ -338,21 +350,18 @@ class SqliteStore:
         now: float | None,
     ) -> list[str]:
         """Opted-out URLs first: refused before anything of them is stored, origin included."""
-        overrides = [o for o in self._overrides(c) if "priority" in o["settings"]] if cands else []
-        if overrides:  # an operator's priority for an origin or domain holds for new URLs too
+        if not cands:
+            return []
+        overrides, blocked = self._operator_state(c)
+        if any("priority" in o["settings"] for o in overrides):
+            # an operator's priority for an origin or domain holds for new URLs too
             cands = [replace(x, priority=p) if (p := override_for(overrides, x.origin, "priority"))
                      is not None else x for x in cands]  # fmt: skip
-        blocked = self._suppressed(c)
-        if not blocked or not cands:
-            return self._discover_allowed(c, cands, cycle, now)
         out = [Reason.SUPPRESSED.value if any(b.matches(x.url) for b in blocked) else ""
                for x in cands]  # fmt: skip
         allowed = iter(self._discover_allowed(c, [x for x, d in zip(cands, out, strict=True)
-                                                  if not d], cycle, now))  # fmt: skip
+                                                  if not d], cycle, now, overrides))  # fmt: skip
         return [d or next(allowed) for d in out]
-
-    def _suppressed(self, c: Conn) -> list[Suppression]:
-        return [Suppression(r[0], r[1]) for r in c.execute("SELECT scope, value FROM suppressions")]
 
     def _discover_allowed(
         self,
@@ -360,11 +369,12 @@ class SqliteStore:
         cands: list[Candidate],
         cycle: str | None,
         now: float | None,
+        overrides: list[dict[str, Any]],
     ) -> list[str]:
         if not cands:
             return []
         now = time.time() if now is None else now
-        self._ensure_origins(c, cands)
+        self._ensure_origins(c, cands, overrides)
         counts = self._admitted_counts(c, {x.origin for x in cands}, cycle) if cycle else {}
         # Three statements for the whole batch (known? insert-if-absent, counters), not one
         # round trip per link: a page offers ~17 links and PostgreSQL is a network hop away.
@@ -870,7 +880,7 @@ class SqliteStore:
             self._lock_origins(c, {x.origin for x, _ in results}
                                | {cand.origin for _, o in results for _, cand in o.links if cand})  # fmt: skip
             applied = self._apply_all(c, results, now)
-            blocked = self._suppressed(c) if not all(applied) else []
+            blocked = self._operator_state(c)[1] if not all(applied) else []
             stale = [(lease.url, lease.fence, cycle, now, json.dumps(outcome.record, default=str))
                      for (lease, outcome), ok in zip(results, applied, strict=True)
                      if not ok and not any(b.matches(lease.url) for b in blocked)]  # fmt: skip
@@ -1226,15 +1236,18 @@ class SqliteStore:
         out.urls = len(urls)
         records = [r for r in c.execute("SELECT fetch_id, url, body_key FROM fetch_records")
                    if target.matches(r[1])]  # fmt: skip
-        for fetch_id, _, body_key in records:
-            row = c.execute("SELECT document FROM fetch_records WHERE fetch_id = ?",
-                            (fetch_id,)).fetchone()  # fmt: skip
-            if row[0]:
-                doc = json.loads(row[0])
-                out.documents.append((doc["url"], doc["text_hash"], str(doc["extraction_version"])))
-            if body_key:
-                out.body_keys.add(body_key)
-            c.execute("DELETE FROM fetch_records WHERE fetch_id = ?", (fetch_id,))
+        out.body_keys |= {r[2] for r in records if r[2]}
+        for i in range(0, len(records), _BATCH):
+            ids = [r[0] for r in records[i : i + _BATCH]]
+            marks = ",".join("?" * len(ids))
+            for (document,) in c.execute(
+                f"SELECT document FROM fetch_records WHERE fetch_id IN ({marks})", ids
+            ).fetchall():
+                if document:
+                    doc = json.loads(document)
+                    out.documents.append((doc["url"], doc["text_hash"],
+                                          str(doc["extraction_version"])))  # fmt: skip
+            c.execute(f"DELETE FROM fetch_records WHERE fetch_id IN ({marks})", ids)
         out.records = len(records)
         stale = [r[0] for r in c.execute("SELECT DISTINCT url FROM stale_attempts")
                  if target.matches(r[0])]  # fmt: skip
@@ -1310,7 +1323,7 @@ class SqliteStore:
                         f"{json.dumps(new, sort_keys=True)} ({reason})", who, now)  # fmt: skip
             origins = [r[0] for r in c.execute("SELECT origin FROM origins")
                        if target.matches(r[0] + "/")]  # fmt: skip
-            overrides = self._overrides(c)
+            overrides = self._operator_state(c)[0]
             self._apply_rates(c, overrides, origins)
             for origin in origins:
                 priority = override_for(overrides, origin, "priority")

@@ -116,6 +116,24 @@ class SandboxProcess:
 
 
 @contextmanager
+def _running_cli(what: str, args: list[str]) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """`atlas <what> --port 0 ...` in its own process; yields it and the loopback port its
+    banner names, and stops it after."""
+    cmd = [sys.executable, "-m", "assets.cli", what, "--port", "0", *args]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        found = re.search(r"127\.0\.0\.1:(\d+)", banner)
+        assert found, f"atlas {what} did not start: {banner!r}"
+        yield proc, int(found.group(1))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextmanager
 def running_sandbox(
     log: Path,
     origins: int,
@@ -135,45 +153,24 @@ def running_sandbox(
     SandboxProcess.bump_generation)."""
     if trap_scale != 1 and not traps:
         raise ValueError("trap_scale only means something with traps=True")
-    cmd = [sys.executable, "-m", "assets.cli", "web", "--port", "0", "--seed", "7",
-           "--origins", str(origins), "--pages", str(pages), "--log", str(log),
-           *(["--lab"] if lab else []), *(["--hostile"] if hostile else []),
-           *(["--canary-port", str(canary_port)] if canary_port is not None else []),
-           *(["--traps", "--trap-scale", str(trap_scale)] if traps else []),
-           *(["--dupes"] if dupes else []), *(["--changing"] if changing else [])]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        banner = proc.stdout.readline()
-        found = re.search(r"127\.0\.0\.1:(\d+)", banner)
-        assert found, f"the sandbox did not start: {banner!r}"
-        port = int(found.group(1))
+    args = ["--seed", "7", "--origins", str(origins), "--pages", str(pages), "--log", str(log),
+            *(["--lab"] if lab else []), *(["--hostile"] if hostile else []),
+            *(["--canary-port", str(canary_port)] if canary_port is not None else []),
+            *(["--traps", "--trap-scale", str(trap_scale)] if traps else []),
+            *(["--dupes"] if dupes else []), *(["--changing"] if changing else [])]  # fmt: skip
+    with _running_cli("web", args) as (proc, port):
         web = SandboxWeb(seed=7, generated_origins=origins, pages_per_origin=pages, port=port)
         model = Changing(port) if changing else None
         yield SandboxProcess(web, port, FileRequestLog(log), proc, model)
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @contextmanager
 def running_canary(log: Path) -> Iterator[tuple[int, Callable[[], list[dict[str, Any]]]]]:
     """`atlas canary` in its own process on a free loopback port, hits logged at `log`; yields
     the port and a function returning every hit so far."""
-    cmd = [sys.executable, "-m", "assets.cli", "canary", "--port", "0", "--log", str(log)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        banner = proc.stdout.readline()
-        found = re.search(r"127\.0\.0\.1:(\d+)", banner)
-        assert found, f"the canary did not start: {banner!r}"
+    with _running_cli("canary", ["--log", str(log)]) as (_, port):
         hits = FileRequestLog(log)  # the same JSON-lines format as the sandbox's log
-        yield int(found.group(1)), hits.entries
-    finally:
-        proc.terminate()
-        proc.wait(10)
+        yield port, hits.entries
 
 
 @contextmanager
@@ -183,26 +180,16 @@ def running_indexer(
     """`atlas indexer` in its own process on a free loopback port, events stored at `store` (read
     back if it exists); `fail_after` cuts delivery after that many batches, the way `fail_mode`
     says ('503' or 'close'). Yields the port and a function returning GET /stats."""
-    cmd = [sys.executable, "-m", "assets.cli", "indexer", "--port", "0", "--store", str(store),
-           *(["--fail-after", str(fail_after)] if fail_after is not None else []),
-           *(["--fail-mode", fail_mode] if fail_mode is not None else [])]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        banner = proc.stdout.readline()
-        found = re.search(r"127\.0\.0\.1:(\d+)", banner)
-        assert found, f"the indexer did not start: {banner!r}"
-        port = int(found.group(1))
+    args = ["--store", str(store),
+            *(["--fail-after", str(fail_after)] if fail_after is not None else []),
+            *(["--fail-mode", fail_mode] if fail_mode is not None else [])]  # fmt: skip
+    with _running_cli("indexer", args) as (_, port):
 
         def stats() -> dict[str, int]:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as resp:
                 return dict(json.load(resp))
 
         yield port, stats
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="session")

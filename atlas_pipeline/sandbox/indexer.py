@@ -43,10 +43,13 @@ from aiohttp import web as aio_web
 
 from .server import (
     _SHUTDOWN_TIMEOUT,
-    _START_TIMEOUT,
+    LoopThread,
     _base_url,
     _bind,
+    _cleanup_app,
     _loopback,
+    _nothing,
+    _serve_app,
     _stop_on_signals,
 )
 
@@ -234,8 +237,7 @@ class IndexerServer:
         self.port = port
         self.fail_after, self.fail_mode = fail_after, fail_mode
         self.store = EventStore(store_path)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._server = LoopThread("atlas-indexer", _nothing, _cleanup_app)
 
     def url(self, path: str = "/events") -> str:
         """``http://127.0.0.1:PORT/path``."""
@@ -243,49 +245,19 @@ class IndexerServer:
 
     def start(self) -> IndexerServer:
         """Bind and serve in a daemon thread; returns once the indexer accepts requests."""
-        if self._thread is not None:
+        if self._server.running:
             raise RuntimeError("indexer already started")
         sock = _bind(self.host, self.port)
         self.port = sock.getsockname()[1]
-        loop, ready = asyncio.new_event_loop(), threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            runner = aio_web.AppRunner(
-                make_indexer_app(self.store, self.fail_after, self.fail_mode),
-                access_log=None,
-                shutdown_timeout=_SHUTDOWN_TIMEOUT,
-            )
-            try:
-                loop.run_until_complete(runner.setup())
-                loop.run_until_complete(aio_web.SockSite(runner, sock).start())
-            except BaseException as exc:  # reported to start() in the caller's thread
-                failure.append(exc)
-                sock.close()
-            ready.set()
-            try:
-                if not failure:
-                    loop.run_forever()
-            finally:
-                loop.run_until_complete(runner.cleanup())
-                loop.close()
-
-        thread = threading.Thread(target=run, name="atlas-indexer", daemon=True)
-        thread.start()
-        if not ready.wait(_START_TIMEOUT) or failure:
-            thread.join(1)
-            raise RuntimeError("indexer did not start") from (failure[0] if failure else None)
-        self._loop, self._thread = loop, thread
+        app = make_indexer_app(self.store, self.fail_after, self.fail_mode)
+        self._server = LoopThread("atlas-indexer", lambda: _serve_app(app, sock), _cleanup_app,
+                                  sock.close)  # fmt: skip
+        self._server.start()
         return self
 
     def stop(self) -> None:
         """Stop serving and close the store. Idempotent."""
-        loop, thread = self._loop, self._thread
-        self._loop = self._thread = None
-        if loop is not None and thread is not None:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(_SHUTDOWN_TIMEOUT + 5)
+        self._server.stop()
         self.store.close()
 
     def __enter__(self) -> IndexerServer:

@@ -30,6 +30,91 @@ _SHUTDOWN_TIMEOUT = 2.0
 _START_TIMEOUT = 10.0
 
 
+class LoopThread:
+    """An asyncio loop serving in a daemon thread: `setup` runs on it before `start` returns
+    (a failure there is raised in the caller's thread, after `abort`), `teardown` when the
+    loop stops. The scaffold of the sandbox web, the canary and the indexer."""
+
+    def __init__(
+        self,
+        name: str,
+        setup: Callable[[], Awaitable[Any]],
+        teardown: Callable[[Any], Awaitable[None]],
+        abort: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name, self._setup, self._teardown, self._abort = name, setup, teardown, abort
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError(f"{self.name} already started")
+        loop, ready = asyncio.new_event_loop(), threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            state: Any = None
+            try:
+                state = loop.run_until_complete(self._setup())
+            except BaseException as exc:  # reported to start() in the caller's thread
+                failure.append(exc)
+                self._abort()
+            ready.set()
+            try:
+                if not failure:
+                    loop.run_forever()
+            finally:
+                if state is not None or not failure:
+                    loop.run_until_complete(self._teardown(state))
+                loop.close()
+
+        thread = threading.Thread(target=run, name=self.name, daemon=True)
+        thread.start()
+        if not ready.wait(_START_TIMEOUT) or failure:
+            thread.join(1)
+            raise RuntimeError(f"{self.name} did not start") from (failure[0] if failure else None)
+        self._loop, self._thread = loop, thread
+
+    def stop(self) -> None:
+        """Stop the loop and wait for the thread. Idempotent."""
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(_SHUTDOWN_TIMEOUT + 5)
+
+
+async def _serve_app(app: aio_web.Application, sock: socket.socket) -> aio_web.AppRunner:
+    runner = aio_web.AppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT)
+    await runner.setup()
+    try:
+        await aio_web.SockSite(runner, sock).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
+
+
+async def _nothing() -> None:
+    """The setup of a LoopThread that was never started."""
+
+
+async def _close_servers(servers: list[asyncio.Server]) -> None:
+    for server in servers:
+        server.close()
+    await asyncio.gather(*(s.wait_closed() for s in servers))
+
+
+async def _cleanup_app(runner: aio_web.AppRunner | None) -> None:
+    if runner is not None:
+        await runner.cleanup()
+
+
 def _loopback(host: str) -> str:
     """Return ``host`` as an IP literal, refusing anything that is not loopback."""
     address = "127.0.0.1" if host == "localhost" else host
@@ -117,9 +202,7 @@ class SandboxServer:
         self.dupes = Dupes() if dupes else None
         self.changing = Changing() if changing else None
         self.log = RequestLog(log_path)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._server = LoopThread("atlas-sandbox-web", _nothing, _cleanup_app)
 
     @property
     def base_url(self) -> str:
@@ -132,59 +215,19 @@ class SandboxServer:
 
     def start(self) -> SandboxServer:
         """Bind, then serve in a daemon thread; returns once the server accepts requests."""
-        if self._thread is not None:
+        if self._server.running:
             raise RuntimeError("sandbox server already started")
         sock = _bind(self.host, self.port)
         self.port = sock.getsockname()[1]
         self.web.port = self.port
         if self.changing is not None:
             self.changing.port = self.port
-        ready = threading.Event()
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(
-            target=self._run, args=(loop, sock, ready), name="atlas-sandbox-web", daemon=True
-        )
-        thread.start()
-        if not ready.wait(_START_TIMEOUT):
-            raise RuntimeError("sandbox server did not start in time")
-        if self._error is not None:
-            thread.join()
-            raise RuntimeError("sandbox server failed to start") from self._error
-        self._loop, self._thread = loop, thread
+        app = make_app(self.web, self.log, hostile=self.hostile, traps=self.traps,
+                       dupes=self.dupes, changing=self.changing)  # fmt: skip
+        self._server = LoopThread("atlas-sandbox-web", lambda: _serve_app(app, sock),
+                                  _cleanup_app, sock.close)  # fmt: skip
+        self._server.start()
         return self
-
-    def _run(
-        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, ready: threading.Event
-    ) -> None:
-        asyncio.set_event_loop(loop)
-        runner = aio_web.AppRunner(
-            make_app(
-                self.web,
-                self.log,
-                hostile=self.hostile,
-                traps=self.traps,
-                dupes=self.dupes,
-                changing=self.changing,
-            ),
-            access_log=None,
-            shutdown_timeout=_SHUTDOWN_TIMEOUT,
-        )
-        try:
-            loop.run_until_complete(runner.setup())
-            loop.run_until_complete(aio_web.SockSite(runner, sock).start())
-        except BaseException as exc:  # reported to start() in the caller's thread
-            self._error = exc
-            sock.close()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-            ready.set()
-            return
-        ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
 
     def bump_generation(self) -> int:
         """Advance the generation of ``web`` and of the changing origins; returns it (what
@@ -196,11 +239,7 @@ class SandboxServer:
 
     def stop(self) -> None:
         """Stop serving, wait for the thread and close the log file. Idempotent."""
-        loop, thread = self._loop, self._thread
-        self._loop = self._thread = None
-        if loop is not None and thread is not None:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(_SHUTDOWN_TIMEOUT + 5)
+        self._server.stop()
         self.log.close()
 
     def __enter__(self) -> SandboxServer:
@@ -384,8 +423,7 @@ class CanaryServer:
         self.host = _loopback(host)
         self.port = port
         self.log = RequestLog(log_path)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._server = LoopThread("atlas-canary", _nothing, _close_servers)
 
     def url(self, path: str = "/") -> str:
         """``http://127.0.0.1:PORT/path``."""
@@ -397,47 +435,23 @@ class CanaryServer:
 
     def start(self) -> CanaryServer:
         """Bind and serve in a daemon thread; returns once the canary accepts connections."""
-        if self._thread is not None:
+        if self._server.running:
             raise RuntimeError("canary already started")
         socks = _canary_sockets(self.host, self.port)
         self.port = socks[0].getsockname()[1]
-        loop, ready = asyncio.new_event_loop(), threading.Event()
-        failure: list[BaseException] = []
 
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            servers: list[asyncio.Server] = []
-            try:
-                servers = loop.run_until_complete(_start_canary(socks, self.log))
-            except BaseException as exc:  # reported to start() in the caller's thread
-                failure.append(exc)
-                for sock in socks:
-                    sock.close()
-            ready.set()
-            try:
-                if not failure:
-                    loop.run_forever()
-            finally:
-                for server in servers:
-                    server.close()
-                loop.run_until_complete(asyncio.gather(*(s.wait_closed() for s in servers)))
-                loop.close()
+        def abort() -> None:
+            for sock in socks:
+                sock.close()
 
-        thread = threading.Thread(target=run, name="atlas-canary", daemon=True)
-        thread.start()
-        if not ready.wait(_START_TIMEOUT) or failure:
-            thread.join(1)
-            raise RuntimeError("canary did not start") from (failure[0] if failure else None)
-        self._loop, self._thread = loop, thread
+        self._server = LoopThread("atlas-canary", lambda: _start_canary(socks, self.log),
+                                  _close_servers, abort)  # fmt: skip
+        self._server.start()
         return self
 
     def stop(self) -> None:
         """Stop serving and close the log. Idempotent."""
-        loop, thread = self._loop, self._thread
-        self._loop = self._thread = None
-        if loop is not None and thread is not None:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(_SHUTDOWN_TIMEOUT + 5)
+        self._server.stop()
         self.log.close()
 
     def __enter__(self) -> CanaryServer:

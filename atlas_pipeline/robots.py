@@ -10,6 +10,12 @@ matches "?"). So group formation, group selection and path matching are implemen
 to the letter of RFC 9309 section 2.2; protego still reads the Sitemap lines, which are
 site-wide and outside the matching rules.
 
+Groups (2.2, 2.2.4): only a User-agent line that follows a group member (Allow, Disallow, or
+the Crawl-delay this module reads) starts a new group; Sitemap, unknown records, comments and
+blank lines never end one, so "User-agent: FooBot / Foo: x / User-agent: *" is one group.
+Product tokens (2.2.1): a crawler's token must be a whole identifier ([A-Za-z_-]+, matched
+case-insensitively), so "Bot2000" never takes the group of "User-agent: Bot".
+
 HTTP outcomes map to a policy: 2xx parse, 4xx unavailable = allow, 429 throttled,
 5xx / network unreachable = disallow.
 """
@@ -177,14 +183,28 @@ _EOL = re.compile(r"\r\n|\r|\n")
 _WS = " \t"  # RFC 9309 2.2: WS = %x20 / %x09
 
 
-def _product_token(value: str) -> str | None:
-    """The lower-cased product token a User-agent value or a crawler token names; "*" for
-    the catch-all. What follows the identifier ("AtlasBot/1.0") is not part of it."""
+def crawler_token(user_agent: str) -> str | None:
+    """The robots product token of a crawler's User-Agent, case kept: the name before the
+    first "/" ("AtlasBot/1.0 (+https://...)" -> "AtlasBot"). None unless that whole name is
+    an RFC 9309 2.2.1 identifier ([A-Za-z_-]+): no line can name "Bot2000" or "Bötli", and
+    cutting them to "Bot" / "B" would bind the group of another crawler."""
+    name = user_agent.strip(_WS).split("/", 1)[0].strip(_WS)
+    return name if _IDENTIFIER.fullmatch(name) else None
+
+
+def _line_token(value: str) -> str | None:
+    """The lower-cased product token a User-agent line names, "*" for the catch-all, None if
+    it names none. As in Google's robotstxt (ExtractUserAgent) the leading identifier is the
+    token and a version or comment after it is not ("AtlasBot/1.0", "AtlasBot (x)" name
+    AtlasBot); but an identifier running on into a letter or digit is only the start of
+    another name, so "User-agent: Bot2000" names no crawler rather than "Bot"."""
     value = value.strip(_WS)
     if value[:1] == "*" and value[1:2] in ("", " ", "\t"):
         return "*"
     found = _IDENTIFIER.match(value)
-    return found[0].lower() if found else None
+    if found is None or value[found.end() : found.end() + 1].isalnum():
+        return None
+    return found[0].lower()
 
 
 @dataclass(slots=True)
@@ -193,17 +213,18 @@ class _Robots:
 
     def group_for(self, token: str) -> _Group | None:
         # RFC 9309 2.2.1: the group naming the crawler's product token (case-insensitively),
-        # else the "*" group, else no rules apply. "*" never adds to a specific group.
-        name = _product_token(token)
-        if name is not None and name != "*" and name in self.groups:
-            return self.groups[name]
+        # else the "*" group, else no rules apply. "*" never adds to a specific group. A
+        # token that is not a whole identifier (crawler_token) can only have the "*" group.
+        name = crawler_token(token)
+        if name is not None and name.lower() in self.groups:
+            return self.groups[name.lower()]
         return self.groups.get("*")
 
 
 def _parse(text: str) -> _Robots:
     robots = _Robots()
     agents: list[_Group] = []  # the groups the lines being read belong to
-    in_rules = False  # a group record has been read since the last User-agent line
+    in_rules = False  # a group member has been read since the last User-agent line
     for raw in _EOL.split(text.removeprefix("\ufeff")):
         # RFC 9309 2.2.3: "#" starts a comment, anywhere on a line.
         line = raw.split("#", 1)[0]
@@ -212,32 +233,38 @@ def _parse(text: str) -> _Robots:
             continue  # not "field: value": not a record
         name, value = name.strip(_WS).lower(), value.strip(_WS)
         if name == "user-agent":
-            # RFC 9309 2.2 (ABNF): group = startgroupline *startgroupline *rule, so a
-            # User-agent line after a rule starts a new group; consecutive ones share one.
-            # Other group records (Crawl-delay, unknown fields) end the User-agent lines
-            # too; only the site-wide Sitemap does not.
+            # RFC 9309 2.2 (ABNF): group = startgroupline *(startgroupline / emptyline)
+            # *(rule / emptyline), so a User-agent line after a rule starts a new group and
+            # consecutive ones (blank lines between them too) share one. 2.2.4: other
+            # records "MUST NOT interfere" with grouping ("a Sitemaps record MUST NOT
+            # terminate a group"), so only the group members below set `in_rules`; an
+            # unknown record between "User-agent: FooBot" and "User-agent: *" left FooBot
+            # an empty group, allowed everything. A line naming no token still ends a group.
             if in_rules:
                 agents, in_rules = [], False
-            token = _product_token(value)
+            token = _line_token(value)
             if token is not None:
                 # RFC 9309 2.2.1: groups naming the same product token are combined.
                 agents.append(robots.groups.setdefault(token, _Group()))
             continue
-        if name != "sitemap":
-            in_rules = True
         if name in ("allow", "disallow"):
+            in_rules = True  # even an empty "Disallow:" is a rule (2.2 ABNF empty-pattern)
             # Rules before the first User-agent line belong to no group and are ignored.
             rule = _Rule.parse(value, allow=name == "allow")
             if rule is not None:
                 for group in agents:
                     group.rules.append(rule)
         elif name == "crawl-delay":
-            # Not part of RFC 9309 (2.2.4 "other records"); read for the politeness gap.
+            # Not part of RFC 9309 (2.2.4 "other records"); read for the politeness gap and,
+            # being per group here, a member of its group: a User-agent line after it starts
+            # a new group ("User-agent: * / Crawl-delay: 9 / User-agent: AtlasBot" is two).
+            in_rules = True
             delay = _seconds(value)
             if delay is not None:
                 for group in agents:
                     group.crawl_delay = delay
-        # Any other field (Sitemap, Host, misspellings, ...) is ignored here (2.2.4).
+        # Any other field (Sitemap, Host, misspellings, ...) is ignored here, grouping
+        # included (2.2.4); so are lines that are not "field: value" (blank, comment-only).
     return robots
 
 

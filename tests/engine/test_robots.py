@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from atlas_pipeline.robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
+from atlas_pipeline.robots import (
+    RobotsPolicy,
+    RobotsStatus,
+    crawler_token,
+    decode_robots,
+    status_for_http,
+)
 
 TOKEN = "AtlasBot"
 ORIGIN = "https://store-c.example.test:443"
@@ -196,6 +202,11 @@ def test_status_for_http(http_status: int, expected: RobotsStatus) -> None:
         ("User-agent: *\nDisallow: /x\n", TOKEN, None),
         ("User-agent: *\nCrawl-delay: 9\n\nUser-agent: AtlasBot\nCrawl-delay: 2\n", TOKEN, 2.0),
         ("User-agent: *\nCrawl-delay: 9\n\nUser-agent: AtlasBot\nCrawl-delay: 2\n", "X", 9.0),
+        # 2.2.4: an unknown record between User-agent lines leaves one group.
+        ("User-agent: AtlasBot\nFoo: x\nUser-agent: *\nCrawl-delay: 4\n", TOKEN, 4.0),
+        # 2.2.1: "Bot2000" does not take the group of "Bot".
+        ("User-agent: Bot\nCrawl-delay: 2\n\nUser-agent: *\nCrawl-delay: 9\n", "Bot2000", 9.0),
+        ("User-agent: Bot\nCrawl-delay: 2\n\nUser-agent: *\nCrawl-delay: 9\n", "bot", 2.0),
     ],
 )
 def test_crawl_delay(text: str, token: str, delay: float | None) -> None:
@@ -563,6 +574,162 @@ RFC_ROBOTS_TXT = [
 ]
 
 
+FOO_THEN_STAR = "User-agent: FooBot\n{between}User-agent: *\nDisallow: /a\n"
+FOO_RULES_THEN_BAR = "User-agent: FooBot\nDisallow: /a\n{between}User-agent: BarBot\nDisallow: /b\n"
+
+RFC_GROUPING_RECORDS = [
+    # 2.2.4: other records "MUST NOT interfere" with grouping: between two User-agent lines
+    # they leave one group (issue 20: an unknown line left FooBot an empty group, allow-all).
+    *(
+        pytest.param(FOO_THEN_STAR.format(between=between), token, "/a", False, id=name)
+        for token in ("FooBot", "OtherBot")
+        for name, between in [
+            (f"unknown-between-user-agents-{token}", "Invalid-Unknown-Line: x\n"),
+            (f"sitemap-between-user-agents-{token}", "Sitemap: https://x.test/s.xml\n"),
+            (f"host-between-user-agents-{token}", "Host: x.test\n"),
+            (f"misspelt-between-user-agents-{token}", "Dissallow: /z\n"),
+            (f"comment-between-user-agents-{token}", "# FooBot too\n"),
+            (f"blank-between-user-agents-{token}", "\n\n"),
+            (f"mixed-between-user-agents-{token}", "\nFoo: x\n# c\nSitemap: /s.xml\n\n"),
+            (f"no-colon-between-user-agents-{token}", "garbage\n"),
+        ]
+    ),
+    pytest.param(
+        FOO_THEN_STAR.format(between="Invalid-Unknown-Line: x\n"),
+        "FooBot",
+        "/b",
+        True,
+        id="unknown-between-user-agents-only-the-group-rules",
+    ),
+    # ... while after a rule, a User-agent line starts a new group whatever came between.
+    *(
+        pytest.param(FOO_RULES_THEN_BAR.format(between=between), token, path, allowed, id=name)
+        for label, between in [
+            ("unknown", "Invalid-Unknown-Line: x\n"),
+            ("sitemap", "Sitemap: https://x.test/s.xml\n"),
+            ("blank", "\n"),
+            ("none", ""),
+        ]
+        for token, path, allowed, name in [
+            ("FooBot", "/a", False, f"{label}-after-rules-foo-keeps-its-rule"),
+            ("FooBot", "/b", True, f"{label}-after-rules-foo-not-bar-rule"),
+            ("BarBot", "/a", True, f"{label}-after-rules-bar-not-foo-rule"),
+            ("BarBot", "/b", False, f"{label}-after-rules-bar-keeps-its-rule"),
+        ]
+    ),
+    # Other records between rules do not end the group either.
+    pytest.param(
+        "User-agent: FooBot\nDisallow: /a\nFoo: x\nSitemap: /s.xml\nDisallow: /b\n",
+        "FooBot",
+        "/b",
+        False,
+        id="unknown-between-rules-same-group",
+    ),
+    # An empty "Disallow:" is still a rule line (2.2 ABNF empty-pattern): a group ends after it.
+    pytest.param(
+        "User-agent: FooBot\nDisallow:\nUser-agent: *\nDisallow: /\n",
+        "FooBot",
+        "/a",
+        True,
+        id="empty-disallow-is-a-rule-line",
+    ),
+    # Crawl-delay is read per group here, so it is a group member (seed behaviour, see the
+    # crawl-delay table): a User-agent line after it starts a new group.
+    pytest.param(
+        "User-agent: FooBot\nCrawl-delay: 1\nUser-agent: *\nDisallow: /\n",
+        "FooBot",
+        "/a",
+        True,
+        id="crawl-delay-is-a-group-member",
+    ),
+    # A User-agent line naming no product token still joins the run or ends the group.
+    pytest.param(
+        "User-agent: FooBot\nUser-agent: Bot2000\nDisallow: /a\n",
+        "FooBot",
+        "/a",
+        False,
+        id="tokenless-user-agent-in-run",
+    ),
+    pytest.param(
+        "User-agent: FooBot\nDisallow: /a\nUser-agent: 2000\nDisallow: /b\n",
+        "FooBot",
+        "/b",
+        True,
+        id="tokenless-user-agent-ends-group",
+    ),
+]
+
+BOT = "User-agent: Bot\nDisallow: /\n"
+BOT_OR_STAR = "User-agent: Bot\nAllow: /\n\nUser-agent: *\nDisallow: /\n"
+
+RFC_PRODUCT_TOKENS = [
+    # 2.2.1: the product token is [a-zA-Z_-]+ and is matched whole: "Bot2000" is not "Bot".
+    pytest.param(BOT, "Bot", "/a", False, id="bot-binds-bot"),
+    pytest.param(BOT, "Bot2000", "/a", True, id="bot2000-not-bot"),
+    pytest.param(BOT, "Bot2000/1.0", "/a", True, id="bot2000-version-not-bot"),
+    pytest.param(BOT_OR_STAR, "Bot2000", "/a", False, id="bot2000-falls-back-to-star"),
+    pytest.param(BOT_OR_STAR, "Bot", "/a", True, id="bot-own-group-over-star"),
+    pytest.param(BOT, "Bot2", "/a", True, id="bot2-not-bot"),
+    pytest.param(BOT, "2Bot", "/a", True, id="2bot-not-bot"),
+    pytest.param(BOT, "B\u00f6t", "/a", True, id="non-ascii-not-b"),
+    pytest.param(BOT, "Bot Two", "/a", True, id="token-with-space-not-bot"),
+    # ... and on the line side: "User-agent: Bot2000" names no crawler, not "Bot".
+    pytest.param("User-agent: Bot2000\nDisallow: /\n", "Bot", "/a", True, id="line-bot2000"),
+    pytest.param(
+        "User-agent: Bot2000\nAllow: /\n\nUser-agent: *\nDisallow: /\n",
+        "Bot",
+        "/a",
+        False,
+        id="line-bot2000-not-over-star",
+    ),
+    pytest.param("User-agent: B\u00f6tli\nDisallow: /\n", "B", "/a", True, id="line-non-ascii"),
+    pytest.param(
+        "User-agent: B\u00f6tli\nDisallow: /a\n\nUser-agent: *\nDisallow: /\n",
+        "B\u00f6tli",
+        "/b",
+        False,
+        id="non-ascii-token-only-star",
+    ),
+    pytest.param(
+        "User-agent: Bot2000\nAllow: /\n\nUser-agent: *\nDisallow: /\n",
+        "Bot2000",
+        "/a",
+        False,
+        id="bot2000-token-only-star",
+    ),
+    # 2.2.1: case-insensitive, on either side.
+    pytest.param("User-agent: bot\nDisallow: /\n", "Bot", "/a", False, id="line-lower"),
+    pytest.param("User-agent: BOT\nDisallow: /\n", "bot", "/a", False, id="line-upper"),
+    pytest.param("User-agent: bOt\nDisallow: /\n", "BoT/1.0", "/a", False, id="mixed-case"),
+    # "-" and "_" are part of the token: "Bot-Two" is another crawler than "Bot".
+    pytest.param("User-agent: Bot-Two\nDisallow: /\n", "Bot", "/a", True, id="bot-two-not-bot"),
+    pytest.param(BOT, "Bot-Two", "/a", True, id="bot-not-bot-two"),
+    pytest.param("User-agent: Bot-Two\nDisallow: /\n", "bot-two", "/a", False, id="bot-two-binds"),
+    pytest.param("User-agent: Bot_Two\nDisallow: /\n", "Bot", "/a", True, id="bot_two-not-bot"),
+    pytest.param(
+        "User-agent: Atlas_Bot-x\nDisallow: /\n",
+        "Atlas_Bot-x/2.1",
+        "/a",
+        False,
+        id="underscore-dash-token",
+    ),
+    # What follows the token on the line (a version, a comment, a wildcard) is not part of
+    # it, as in Google's robotstxt: the line still names AtlasBot.
+    pytest.param("User-agent: AtlasBot 1.0\nDisallow: /\n", TOKEN, "/a", False, id="ua-ws-ver"),
+    pytest.param(
+        "User-agent: AtlasBot (+https://x.test)\nDisallow: /\n",
+        TOKEN,
+        "/a",
+        False,
+        id="ua-comment-after",
+    ),
+    pytest.param("User-agent: AtlasBot*\nDisallow: /\n", TOKEN, "/a", False, id="ua-star-after"),
+    pytest.param(
+        "User-agent: AtlasBot/1.0\nDisallow: /\n", "AtlasBot/2.0", "/a", False, id="both-version"
+    ),
+]
+
+
 @pytest.mark.parametrize(
     ("text", "token", "path", "allowed"),
     RFC_GROUPS
@@ -570,7 +737,9 @@ RFC_ROBOTS_TXT = [
     + RFC_SPECIAL_CHARACTERS
     + RFC_PERCENT_ENCODING
     + RFC_LINES
-    + RFC_ROBOTS_TXT,
+    + RFC_ROBOTS_TXT
+    + RFC_GROUPING_RECORDS
+    + RFC_PRODUCT_TOKENS,
 )
 def test_rfc9309(text: str, token: str, path: str, allowed: bool) -> None:
     assert allows(text, path, token) is allowed
@@ -602,3 +771,23 @@ def test_decode_never_exceeds_max_bytes() -> None:
     body = ("User-agent: *\n" + "Disallow: /é\n" * 1000).encode()
     for limit in (0, 1, 15, 16, 17, 500, len(body) - 1, len(body)):
         assert len(decode_robots(body, limit).encode()) <= limit
+
+
+@pytest.mark.parametrize(
+    ("user_agent", "token"),
+    [
+        ("AtlasBot/1.0 (+https://atlas.example.test/bot)", "AtlasBot"),
+        ("AtlasBot", "AtlasBot"),
+        ("  AtlasBot /1.0", "AtlasBot"),
+        ("Atlas_Bot-x/2.1", "Atlas_Bot-x"),
+        ("Bot2000/1.0", None),  # RFC 9309 2.2.1: [a-zA-Z_-]+, whole
+        ("Bot2000", None),
+        ("B\u00f6tli/1.0", None),
+        ("Atlas Bot/1.0", None),
+        ("/1.0", None),
+        ("", None),
+        ("*", None),
+    ],
+)
+def test_crawler_token(user_agent: str, token: str | None) -> None:
+    assert crawler_token(user_agent) == token

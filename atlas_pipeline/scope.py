@@ -18,8 +18,10 @@ from .traps import page_number, repeats_segments, strip_session_ids
 from .urls import (
     BadUrl,
     UncrawlableScheme,
+    UserinfoRefused,
     normalize,
     origin_of,
+    redact_userinfo,
     registrable_domain,
     shard_of,
 )
@@ -50,6 +52,13 @@ class Judgement:
     url: str | None  # canonical, None when it cannot be one
     reason: str
     candidate: Candidate | None
+    session_id_stripped: bool = False  # `url` lost a session id the href carried
+
+    @staticmethod
+    def stored_href(href: str) -> str:
+        """The href as a link row stores it: a user:password@ (refused, whatever else is wrong
+        with the link, e.g. ftp://u:p@host/) becomes ***@; anything else as found."""
+        return redact_userinfo(href) if "@" in href else href
 
 
 def parent_paths(url: str) -> list[str]:
@@ -108,13 +117,29 @@ class ScopeGuard:
         """Decide one link found at `depth` on `source` (resolved against `base`)."""
         try:
             url = normalize(href, base, self.tracking)
+        except UserinfoRefused:  # before anything could keep, send or silently drop it
+            return Judgement(None, Reason.USERINFO.value, None)
         except BadUrl as exc:
             bad_scheme = isinstance(exc, UncrawlableScheme)
             rejected = Reason.SCHEME_NOT_ALLOWED if bad_scheme else Reason.BAD_URL
             return Judgement(None, rejected.value, None)
         if len(url) > self.cfg.scope.max_url_length:
             return Judgement(url, Reason.URL_TOO_LONG.value, None)
-        url = strip_session_ids(url, self.session_params)
+        found, url = url, strip_session_ids(url, self.session_params)
+        stripped = url != found
+        judged = self._judge_canonical(url, href, depth, source, nofollow, robots)
+        return replace(judged, session_id_stripped=True) if stripped else judged
+
+    def _judge_canonical(
+        self,
+        url: str,
+        href: str,
+        depth: int,
+        source: str | None,
+        nofollow: bool,
+        robots: RobotsPolicy | None,
+    ) -> Judgement:
+        """The scope rules past normalization, for `url` (canonical, session ids stripped)."""
         origin = origin_of(url)
         host = origin.split("://", 1)[1].rsplit(":", 1)[0]
         if host not in self.hosts and not (
@@ -201,9 +226,10 @@ class ScopeGuard:
                 kind = "sitemap" if sitemap.is_index else "page"
                 rated = priority_from_hints(depth + 1, entry.priority, entry.lastmod, now)
                 cand = replace(cand, kind=kind, priority=1.0 if sitemap.is_index else rated)
-            row = {"href": entry.loc, "url": j.url,
+            row = {"href": j.stored_href(entry.loc), "url": j.url,
                    "target_origin": cand.origin if cand else None, "anchor": "",
-                   "nofollow": False, "depth": depth + 1, "reason": j.reason, "kind": "sitemap"}  # fmt: skip
+                   "nofollow": False, "depth": depth + 1, "reason": j.reason, "kind": "sitemap",
+                   "session_id_stripped": j.session_id_stripped}  # fmt: skip
             out.append((row, cand))
         return out
 
@@ -235,7 +261,7 @@ class ScopeGuard:
             if kind == "canonical" and cand is not None:
                 cand = replace(cand, priority=max(cand.priority, CANONICAL_PRIORITY))
             row = {
-                "href": href,
+                "href": j.stored_href(href),
                 "url": j.url,
                 "target_origin": cand.origin if cand else None,
                 "anchor": anchor,
@@ -243,6 +269,7 @@ class ScopeGuard:
                 "depth": depth + 1,
                 "reason": j.reason,
                 "kind": kind,
+                "session_id_stripped": j.session_id_stripped,
             }
             out.append((row, cand))
         return out

@@ -5,7 +5,10 @@ resolved against its base by RFC 3986 section 5.2 (strict parser) and normalized
 6.2.2: scheme and host case, IDNA to punycode, default port, fragment, dot segments,
 percent-encoding (hex upper case, unreserved characters decoded), empty path -> "/". Only query
 parameters on a tracking list (per origin, `TrackingPolicy`) are removed; path case, query
-order, unknown parameters and their exact values are kept. Hosts are read the way the egress
+order, unknown parameters and their exact values are kept, and so is the '?' of an empty query
+(section 6.2.3: an empty component's delimiter stays unless the scheme says otherwise; http's
+does not). A URL with a user name or password is refused (`UserinfoRefused`), never stored or
+sent with its credentials, nor silently stripped of them. Hosts are read the way the egress
 gate reads them (`egress.parse_host`, WHATWG host parsing with IDNA 2008/UTS 46), so the crawl
 and the gate always agree on which host a URL names.
 """
@@ -42,12 +45,11 @@ _TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
 
 # RFC 3986 section 2.3 unreserved characters: section 6.2.2.2 decodes them.
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-# What may stand literally in each component (sections 3.2.1, 3.3, 3.4); anything else, and a
+# What may stand literally in each component (sections 3.3, 3.4); anything else, and a
 # '%' that starts no escape, is percent-encoded as UTF-8. A match is work to do: an escape to
 # normalize or a character to encode; a component with no match is already normal.
 _SUB_DELIMS = r"!$&'()*+,;="
 _PCT_WORK = {
-    "userinfo": re.compile(r"%([0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~" + _SUB_DELIMS + r":]"),
     "path": re.compile(r"%([0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~" + _SUB_DELIMS + r":@/]"),
     "query": re.compile(r"%([0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~" + _SUB_DELIMS + r":@/?]"),
 }
@@ -64,6 +66,13 @@ class BadUrl(ValueError):
 
 class UncrawlableScheme(BadUrl):
     """A URL whose scheme is not http or https (or that has none and no base to take one from)."""
+
+
+class UserinfoRefused(BadUrl):
+    """A URL whose authority names a user or a password (`http://user:pass@host/`): kept, the
+    credentials would land in every table and be sent; dropped, two URLs would merge on a
+    guess. An empty userinfo (`http://@host/`, `http://:@host/`) names no one and is no
+    credential: WHATWG serializes it away, as normalize does."""
 
 
 class Parts(NamedTuple):
@@ -295,6 +304,8 @@ def _authority(scheme: str, authority: str) -> tuple[str, str]:
     if "\\" in authority:  # WHATWG ends the host at a backslash, RFC 3986 does not: ambiguous
         raise BadUrl(f"backslash in the authority {authority!r}")
     userinfo, _, hostport = authority.rpartition("@")  # the last '@' ends the userinfo
+    if _names_someone(userinfo):
+        raise UserinfoRefused("a user name or password in the URL (user:password@host) is refused")
     if hostport.startswith("["):
         close = hostport.find("]") + 1
         if close == 0 or (close < len(hostport) and hostport[close] != ":"):
@@ -308,9 +319,29 @@ def _authority(scheme: str, authority: str) -> tuple[str, str]:
     host = canonical_host(host_text)
     port = int(port_text) if port_text else DEFAULT_PORTS[scheme]
     netloc = host if port == DEFAULT_PORTS[scheme] else f"{host}:{port}"
-    if userinfo:
-        netloc = f"{_pct_normalize(userinfo, 'userinfo')}@{netloc}"
     return netloc, f"{scheme}://{host}:{port}"
+
+
+def _names_someone(userinfo: str) -> bool:
+    """Whether a userinfo (as written) holds a user name or a password: anything but '' or ':'
+    (WHATWG splits at the first ':'; '%3A' or '::' are a name or password of their own)."""
+    return userinfo not in ("", ":")
+
+
+def has_userinfo(url: str) -> bool:
+    """Whether `url`, as written, names a user or password in its authority (any scheme;
+    leading and trailing blanks ignored, as `normalize` ignores them)."""
+    authority = split(_clean(url)).authority
+    return authority is not None and _names_someone(authority.rpartition("@")[0])
+
+
+def redact_userinfo(url: str) -> str:
+    """`url` with the user name and password of its authority replaced by '***', for storing
+    a refused link's href or showing it in a message: the credentials never leave."""
+    parts = split(_clean(url))
+    if parts.authority is None or not _names_someone(parts.authority.rpartition("@")[0]):
+        return url
+    return recompose(parts._replace(authority="***@" + parts.authority.rpartition("@")[2]))
 
 
 def _clean(text: str) -> str:
@@ -350,7 +381,11 @@ def normalize(
 ) -> str:
     """Resolve `url` against `base` (RFC 3986 section 5.2; pass the page's `<base href>` or
     final URL after redirects) and return its canonical spelling (section 6.2.2, plus the
-    tracking parameters of its origin removed). A query left empty is dropped with its '?'."""
+    tracking parameters of its origin removed). A query written empty keeps its '?' (section
+    6.2.3: `http://e.test/?` may be another page than `http://e.test/`); one emptied by
+    removing tracking parameters is dropped with its '?'. `UserinfoRefused` for a URL that
+    names a user or password; `UncrawlableScheme` or another `BadUrl` for what is no http(s)
+    URL."""
     _check_encodable(url)
     ref = split(_clean(url))
     # Percent-encoding first (section 6.2.2.2 before 6.2.2.3): '%2E%2E' is a '..' segment.
@@ -364,10 +399,12 @@ def normalize(
         raise BadUrl(f"{url!r}: no authority, so no host")
     netloc, origin = _authority(scheme, ref.authority)
     path = remove_dot_segments(ref.path) or "/"
-    query = ""
-    if ref.query:
-        params = tracking if isinstance(tracking, TrackingParams) else tracking.for_origin(origin)
-        query = _query(ref.query, params)
+    if ref.query is None:
+        return f"{scheme}://{netloc}{path}"
+    if ref.query == "":
+        return f"{scheme}://{netloc}{path}?"  # an empty query, as written
+    params = tracking if isinstance(tracking, TrackingParams) else tracking.for_origin(origin)
+    query = _query(ref.query, params)
     return f"{scheme}://{netloc}{path}?{query}" if query else f"{scheme}://{netloc}{path}"
 
 
@@ -390,9 +427,11 @@ def host_of(url: str) -> str:
 
 
 def path_of(url: str) -> str:
-    """Path plus query: what robots rules are matched against."""
+    """Path plus query: what robots rules are matched against (an empty query keeps its '?',
+    as normalize keeps it: `/?` is not `/`)."""
     parts = urlsplit(url)
-    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    query = parts.query or url.partition("#")[0].endswith("?")
+    return (parts.path or "/") + (f"?{parts.query}" if query else "")
 
 
 def registrable_domain(host: str) -> str:

@@ -15,12 +15,15 @@ from atlas_pipeline.urls import (
     TrackingParams,
     TrackingPolicy,
     UncrawlableScheme,
+    UserinfoRefused,
     canonical_host,
+    has_userinfo,
     host_of,
     normalize,
     origin_of,
     path_of,
     recompose,
+    redact_userinfo,
     remove_dot_segments,
     resolve,
     shard_index,
@@ -250,7 +253,8 @@ DISTINCT = {
     "empty parameter": ["http://e.test/a?x=1&&y=2", "http://e.test/a?x=1&y=2"],
     "scheme": ["http://e.test/", "https://e.test/"],
     "port": ["http://e.test/", "http://e.test:443/", "http://e.test:8080/"],
-    "userinfo": ["http://e.test/", "http://u@e.test/", "http://U@e.test/"],
+    "empty query (section 6.2.3)": ["http://e.test/", "http://e.test/?", "http://e.test/?&"],
+    "empty query of a path": ["http://e.test/a", "http://e.test/a?", "http://e.test/a?="],
     "path case in unicode": ["http://e.test/\u00c9", "http://e.test/\u00e9"],
 }
 
@@ -324,16 +328,14 @@ def test_spellings_that_may_be_different_pages_stay_distinct(what: str) -> None:
         ("http://[0:0:0:0:0:0:0:1]/", "http://[::1]/"),
         ("http://[::FFFF:127.0.0.1]/", "http://[::ffff:7f00:1]/"),
         ("http://[2001:DB8:0:0:1:0:0:1]/", "http://[2001:db8::1:0:0:1]/"),
-        # userinfo: percent-normalized, the last '@' ends it, an empty one goes
-        ("http://User:P%61ss@e.test/", "http://User:Pass@e.test/"),
-        ("http://a@b@e.test/", "http://a%40b@e.test/"),
+        # userinfo: an empty one goes (a named one is refused: USERINFO_REFUSED)
         ("http://@e.test/", "http://e.test/"),
         # ports: leading zeros, an empty port
         ("http://e.test:08080/", "http://e.test:8080/"),
         ("http://e.test:/", "http://e.test/"),
-        # query: reserved escapes and '+' kept, empty pieces kept, a bare '?' goes
+        # query: reserved escapes and '+' kept, empty pieces kept, a bare '?' kept (6.2.3)
         ("http://e.test/a?q=%26%3d+x&&r", "http://e.test/a?q=%26%3D+x&&r"),
-        ("http://e.test/a?", "http://e.test/a"),
+        ("http://e.test/a?", "http://e.test/a?"),
         ("http://e.test/a?&utm_source=x", "http://e.test/a"),
         ("http://e.test/a?msclkid=1&_ga=2&mc_eid=3&k", "http://e.test/a?k"),
         # IDNA turns ideographic / fullwidth full stops into '.'; a trailing one is the root dot
@@ -466,6 +468,118 @@ def test_only_scheme_problems_raise_uncrawlable_scheme(raw: str, scheme_problem:
     assert isinstance(info.value, UncrawlableScheme) is scheme_problem
 
 
+# --- issue 20: empty components keep their delimiter, userinfo is refused -----------------------
+
+# RFC 3986 section 6.2.3: the delimiter of an empty component stays unless the scheme says it
+# may go; http says so of the empty path (-> "/") and the default port, never of the query.
+# A fragment goes whether empty or not. (raw, base or None, canonical)
+EMPTY_COMPONENTS = [
+    ("http://example.com/?", None, "http://example.com/?"),
+    ("http://example.com?", None, "http://example.com/?"),
+    ("http://example.com/path?", None, "http://example.com/path?"),
+    ("http://example.com/?a", None, "http://example.com/?a"),
+    ("http://example.com/?#frag", None, "http://example.com/?"),
+    ("http://example.com/?#", None, "http://example.com/?"),
+    ("http://example.com/#", None, "http://example.com/"),
+    ("http://example.com#", None, "http://example.com/"),
+    ("http://example.com/#?", None, "http://example.com/"),  # a '?' in the fragment is no query
+    ("HTTP://Example.COM:80?", None, "http://example.com/?"),
+    ("http://example.com/%7e?", None, "http://example.com/~?"),
+    ("http://example.com/?&", None, "http://example.com/?&"),  # empty pieces were always kept
+    # a query emptied by dropping tracking parameters is no query: the '?' goes with them
+    ("http://example.com/?utm_source=x", None, "http://example.com/"),
+    ("http://example.com/a?utm_source=x&gclid=1", None, "http://example.com/a"),
+    # relative references: "?" is an empty query of the base's path (section 5.2.2)
+    ("?", "http://example.com/a/b?q=1", "http://example.com/a/b?"),
+    ("c?", "http://example.com/a/b", "http://example.com/a/c?"),
+    ("#", "http://example.com/a/b?", "http://example.com/a/b?"),
+    ("", "http://example.com/a/b?", "http://example.com/a/b?"),
+]
+
+
+@pytest.mark.parametrize(("raw", "base", "canonical"), EMPTY_COMPONENTS)
+def test_an_empty_query_keeps_its_delimiter(raw: str, base: str | None, canonical: str) -> None:
+    assert normalize(raw, base) == canonical
+    assert normalize(canonical) == canonical
+
+
+# Every URL here names a user or a password: refused, never kept (stored, sent) nor silently
+# stripped (merged with the URL without it). (raw, base or None)
+USERINFO_REFUSED = [
+    ("http://user:pass@example.com/", None),
+    ("http://user@example.com/", None),
+    ("http://user:@example.com/", None),  # a user, no password
+    ("http://:pass@example.com/", None),  # a password, no user
+    ("http://%75ser:%70ass@example.com/", None),  # percent-encoded
+    ("http://%3A@example.com/", None),  # an encoded ':' is a user name of its own
+    ("http://::@example.com/", None),  # password ':'
+    ("http://%40@example.com/", None),
+    ("http://a@b@example.com/", None),  # the last '@' ends the userinfo: "a@b"
+    ("HTTPS://User:P%61ss@Example.COM:443/a?q=1#f", None),
+    ("http://u:p@[::1]:8080/", None),
+    ("http://u:p@127.0.0.1/", None),
+    ("http://user:secret@localhost:8080/", None),  # was a gate-agreement spelling
+    ("http://www.example.com@127.0.0.1:8080/", None),  # looks like a host, is a user name
+    ("  http://user:pass@example.com/\n", None),  # blanks the WHATWG parser drops
+    ("http://us\ter:pass@example.com/", None),  # ... tab included
+    ("//user:pass@example.com/x", "http://example.com/"),  # a network-path reference
+    ("x", "http://user:pass@example.com/a/"),  # inherited from a base
+    ("?q=1", "http://user@example.com/a"),
+]
+
+
+@pytest.mark.parametrize(("raw", "base"), USERINFO_REFUSED)
+def test_userinfo_is_refused_with_its_own_error(raw: str, base: str | None) -> None:
+    with pytest.raises(UserinfoRefused) as info:
+        normalize(raw, base)
+    assert isinstance(info.value, BadUrl) and not isinstance(info.value, UncrawlableScheme)
+    for secret in (":pass@", "secret", "P%61ss", "%70ass"):  # the message repeats no password
+        assert secret not in str(info.value)
+
+
+# An empty userinfo names no one: WHATWG serializes it away and sends no credentials, so the
+# URL is the one without it (provably the same request).
+@pytest.mark.parametrize(
+    ("raw", "canonical"),
+    [
+        ("http://@example.com/", "http://example.com/"),
+        ("http://:@example.com/a?", "http://example.com/a?"),
+        ("http://@example.com:8080/a", "http://example.com:8080/a"),
+        ("http://example.com/a@b", "http://example.com/a@b"),  # an '@' in the path is no userinfo
+        ("http://example.com/?to=u:p@x", "http://example.com/?to=u:p@x"),  # nor in the query
+        ("http://example.com/#u:p@x", "http://example.com/"),  # nor in the fragment
+    ],
+)
+def test_an_empty_userinfo_and_an_at_sign_elsewhere_are_no_credentials(
+    raw: str, canonical: str
+) -> None:
+    assert normalize(raw) == canonical
+    assert not has_userinfo(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "named", "redacted"),
+    [
+        ("http://user:pass@example.com/a?b#c", True, "http://***@example.com/a?b#c"),
+        ("http://user@example.com/", True, "http://***@example.com/"),
+        ("http://a@b@example.com/", True, "http://***@example.com/"),
+        ("http://%75:%70@example.com:8080/", True, "http://***@example.com:8080/"),
+        ("//u:p@example.com/x", True, "//***@example.com/x"),
+        ("ftp://u:p@example.com/", True, "ftp://***@example.com/"),  # any scheme
+        (" http://u:p@example.com/", True, "http://***@example.com/"),
+        ("http://@example.com/", False, "http://@example.com/"),
+        ("http://:@example.com/", False, "http://:@example.com/"),
+        ("http://example.com/a@b?c=u:p@d", False, "http://example.com/a@b?c=u:p@d"),
+        ("mailto:user@example.com", False, "mailto:user@example.com"),  # no authority
+        ("/a/b", False, "/a/b"),
+    ],
+)
+def test_has_and_redact_userinfo(raw: str, named: bool, redacted: str) -> None:
+    assert has_userinfo(raw) is named
+    assert redact_userinfo(raw) == redacted
+    assert not has_userinfo(redacted) or redacted.count("***@") == 1
+
+
 # --- tracking parameters per origin -------------------------------------------------------------
 
 SHOP = TrackingPolicy(
@@ -551,8 +665,6 @@ SPELLINGS = [
     "http://127.1/",
     "http://[0:0:0:0:0:ffff:127.0.0.1]/",
     "http://[64:ff9b::7f00:1]/",
-    "http://user:secret@localhost:8080/",
-    "http://www.example.com@127.0.0.1:8080/",
     "http://127.0.0.1:8080#@www.example.com/",
     "http://%31%32%37.0.0.1/",
     "http://\uff11\uff12\uff17.\uff10.\uff10.\uff11/",
@@ -622,6 +734,9 @@ def test_host_and_path_of() -> None:
     assert host_of("https://A.Test:8443/x") == "a.test"
     assert path_of("https://a.test/a/b?x=1&y") == "/a/b?x=1&y"
     assert path_of("https://a.test") == "/"
+    assert path_of("https://a.test/a?") == "/a?"  # an empty query, as normalize keeps it
+    assert path_of("https://a.test/a?#f") == "/a?"
+    assert path_of("https://a.test/a#f?") == "/a"
 
 
 # Computed once from sha1; if the hash changes every origin moves shard, so this must fail.

@@ -1,11 +1,14 @@
 """Property tests of URL identity (issue 3, "Done when"): normalization is idempotent, never
 merges URLs that differ in path case or in an unknown query value, and its hosts are the hosts
-the egress gate reads. Deterministic (derandomize) and fast (a few hundred examples each)."""
+the egress gate reads; (issue 20) it never merges an empty query with none, and refuses every
+URL that names a user or password. Deterministic (derandomize) and fast (a few hundred
+examples each)."""
 
 from __future__ import annotations
 
 import ipaddress
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +16,7 @@ from atlas_pipeline.egress import url_host
 from atlas_pipeline.urls import (
     DEFAULT_TRACKING,
     BadUrl,
+    UserinfoRefused,
     host_of,
     normalize,
     remove_dot_segments,
@@ -56,7 +60,9 @@ ipv4 = st.sampled_from(
 ipv6 = st.builds(lambda a: f"[{ipaddress.IPv6Address(a)}]", st.integers(0, 2**128 - 1))
 host = st.one_of(domain, domain, domain, ipv4, ipv6)
 port = st.sampled_from(["", "", "", ":", ":80", ":443", ":8080", ":08443", ":0080", ":65535"])
-userinfo = st.sampled_from(["", "", "", "", "user@", "u:p@", "a%40b:c@", "@"])
+# credential-free spellings only: one naming a user or password is refused (issue 20)
+userinfo = st.sampled_from(["", "", "", "", "@", ":@"])
+named_userinfo = st.sampled_from(["user@", "u:p@", "a%40b:c@", ":p@", "u:@", "%75@", "::@", "a@b@"])
 
 # one token of a path segment: literal characters of every class, escapes and non-ASCII
 path_char = st.sampled_from(
@@ -134,6 +140,16 @@ def test_the_canonical_form_is_a_plain_ascii_uri_the_gate_reads_alike(raw: str) 
     gate = url_host(url, judge=lambda ip: True)  # WHATWG, yarl and urllib agree on the host
     h = host_of(url)
     assert (h if isinstance(gate, str) else ipaddress.ip_address(h)) == gate
+
+
+@FAST
+@given(space, scheme, named_userinfo, host, port, path, query, fragment)
+def test_a_url_naming_a_user_or_password_is_refused(
+    sp: str, sc: str, ui: str, h: str, p: str, pa: str, q: str, f: str
+) -> None:
+    _normalized(f"{sp}{sc}://{h}{p}{pa}{q}{f}")  # a valid URL without the userinfo
+    with pytest.raises(UserinfoRefused):
+        normalize(f"{sp}{sc}://{ui}{h}{p}{pa}{q}{f}")
 
 
 # --- merges what is provably the same ----------------------------------------------------------
@@ -254,6 +270,13 @@ def test_unknown_query_values_that_differ_stay_distinct(
     first = base_url + "/p?" + "&".join([*before, f"{key}={left}{pair[0]}{right}", *after])
     second = base_url + "/p?" + "&".join([*before, f"{key}={left}{pair[1]}{right}", *after])
     assert _normalized(first) != normalize(second)
+
+
+@FAST
+@given(origin, segments, fragment)
+def test_an_empty_query_is_never_merged_with_no_query(authority: str, pa: str, f: str) -> None:
+    bare = _normalized(f"{authority}{pa}{f}")
+    assert normalize(f"{authority}{pa}?{f}") == bare + "?"
 
 
 @FAST

@@ -129,6 +129,8 @@ async def fetch(
         ) as r:
             resp.status = r.status
             resp.headers = {k: r.headers[k] for k in KEPT_HEADERS if k in r.headers}
+            if robots_tags := r.headers.getall("x-robots-tag", []):  # page directives
+                resp.headers["x-robots-tag"] = "\n".join(robots_tags)  # directives.HEADER_SEP
             resp.charset = r.charset
             header_bytes = sum(len(k) + len(v) + 4 for k, v in r.raw_headers)
             if header_bytes > max_header_bytes:

@@ -73,6 +73,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "canonical_hint": pl.String, "charset": pl.String, "body_key": pl.String,
         "links_out": pl.Int32, "extraction_version": pl.String, "fetched_at": TS,
         "batch_fence": pl.Int64,
+        # why the document was kept out of the index (null: indexed), e.g. noindex; and the
+        # document id an earlier upsert gave the indexer for the URL, withdrawn by a delete
+        "index_reason": pl.String, "withdrawn_document_id": pl.String,
     },
     # The extracted text, stored once per document id (the text hash) however many URLs hold
     # it; `documents` rows map each URL fetch to it with their own provenance.
@@ -84,12 +87,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         **KEYS, "fetch_id": pl.String, "source_url": pl.String, "href": pl.String,
         "url": pl.String, "target_origin": pl.String, "anchor": pl.String, "nofollow": pl.Boolean,
         "depth": pl.Int32, "reason": pl.String, "kind": pl.String, "batch_fence": pl.Int64,
+        "session_id_stripped": pl.Boolean,  # a session-token parameter was dropped from it
     },
     "index_ready": {
         **KEYS, "event_id": pl.String, "action": pl.String, "url": pl.String,
         "document_id": pl.String, "fetch_id": pl.String, "title": pl.String,
         "language": pl.String, "extraction_version": pl.String, "fetched_at": TS,
         "batch_fence": pl.Int64,
+        "reason": pl.String,  # why a delete was emitted (noindex); null for an upsert
     },
     "dedupe_clusters": {
         **KEYS, "url": pl.String, "fetch_id": pl.String, "document_id": pl.String,

@@ -32,10 +32,48 @@ def event_id(url: str, document_id: str, version: str, action: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
+NOINDEX = "noindex"  # documents.index_reason / index_ready.reason: the page said noindex
+WITHHELD_PREFIX = "noindex:"  # a URL's document id in the store while it is kept out of the index
+
+
+def withheld_id(text_hash: str) -> str:
+    """The document id the store keeps for a URL whose document is withheld (noindex): other
+    than the text hash, so the same text turning indexable again (or a delivered one turning
+    noindex) counts as a change, and a URL never delivered is never deleted."""
+    return WITHHELD_PREFIX + text_hash
+
+
+def delivered_id(document_id: str | None) -> str | None:
+    """The text hash an earlier upsert gave the indexer for a URL (None: none, or withheld)."""
+    if document_id is None or document_id.startswith(WITHHELD_PREFIX):
+        return None
+    return document_id
+
+
 def upsert_events(documents: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
-    """One upsert event per document row (a URL and the content it holds)."""
+    """The index events of document rows: an upsert per indexable document (a URL and the
+    content it holds); none for a withheld one (`index_reason` set, e.g. noindex), which
+    instead withdraws, as a delete event, the document an earlier upsert delivered for its
+    URL (`withdrawn_document_id`), if any."""
     for d in documents:
         version = str(d["extraction_version"])
+        reason = d.get("index_reason")
+        if reason:
+            withdrawn = d.get("withdrawn_document_id")
+            if withdrawn:
+                yield {
+                    "event_id": event_id(d["url"], withdrawn, version, DELETE),
+                    "action": DELETE,
+                    "url": d["url"],
+                    "document_id": withdrawn,
+                    "fetch_id": d["fetch_id"],
+                    "title": None,
+                    "language": None,
+                    "extraction_version": version,
+                    "fetched_at": d.get("fetched_at"),
+                    "reason": reason,
+                }
+            continue
         yield {
             "event_id": event_id(d["url"], d["text_hash"], version, UPSERT),
             "action": UPSERT,
@@ -46,6 +84,7 @@ def upsert_events(documents: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, 
             "language": d.get("language"),
             "extraction_version": version,
             "fetched_at": d.get("fetched_at"),
+            "reason": None,
         }
 
 

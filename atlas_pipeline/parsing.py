@@ -68,7 +68,11 @@ def extract_links(html: str) -> tuple[str | None, str | None, str | None, list[P
     """(base href, canonical href, html lang, links) of a page."""
     from selectolax.lexbor import LexborHTMLParser
 
-    tree = LexborHTMLParser(html)
+    return links_of(LexborHTMLParser(html))
+
+
+def links_of(tree: Any) -> tuple[str | None, str | None, str | None, list[PageLink]]:
+    """extract_links on a parsed lexbor tree."""
     base = tree.css_first("base[href]")
     canonical = tree.css_first("link[rel~=canonical][href]")
     root = tree.css_first("html")
@@ -88,6 +92,20 @@ def extract_links(html: str) -> tuple[str | None, str | None, str | None, list[P
         (root.attributes.get("lang") or None) if root else None,
         links,
     )
+
+
+def meta_tags(tree: Any, names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(name, content) of the page's `<meta name content>` tags whose name, lowercased, is
+    one of `names` (the robots ones: see directives.meta_names); at most 32, content cut
+    at 500 characters, so a hostile page cannot make the answer large."""
+    out = []
+    for node in tree.css("meta[name]"):
+        name = (node.attributes.get("name") or "").strip().lower()
+        if name in names:
+            out.append((name, (node.attributes.get("content") or "")[:500]))
+            if len(out) >= 32:
+                break
+    return out
 
 
 def extract_text(html: str, url: str) -> dict[str, Any]:
@@ -113,16 +131,23 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(_WS.sub(" ", text).strip().encode("utf-8")).hexdigest()
 
 
-def parse_page(body: bytes, url: str, charset: str | None, want_text: bool) -> dict[str, Any]:
-    """Worker-process entry: links always, text only when not already cached for these bytes."""
+def parse_page(
+    body: bytes, url: str, charset: str | None, want_text: bool, meta_names: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Worker-process entry: links and the meta tags named in `meta_names` always (one lexbor
+    parse for both), text only when not already cached for these bytes."""
+    from selectolax.lexbor import LexborHTMLParser
+
     html, used = decode_html(body, charset)
-    base, canonical, lang, links = extract_links(html)
+    tree = LexborHTMLParser(html)
+    base, canonical, lang, links = links_of(tree)
     out: dict[str, Any] = {
         "charset": used,
         "base_href": base,
         "canonical": canonical,
         "language": lang,
         "links": [(x.href, x.anchor, x.nofollow) for x in links],
+        "meta": meta_tags(tree, meta_names) if meta_names else [],
     }
     if want_text:
         extracted = extract_text(html, url)
@@ -290,10 +315,16 @@ class ExtractorPool:
             slot.stop(graceful=True)
 
     def submit(
-        self, body: bytes, url: str, charset: str | None, want_text: bool
+        self,
+        body: bytes,
+        url: str,
+        charset: str | None,
+        want_text: bool,
+        meta_names: tuple[str, ...] = (),
     ) -> Future[dict[str, Any]]:
+        """Parse in a worker; `meta_names`: the meta tags to hand back (lowercased names)."""
         fut: Future[dict[str, Any]] = Future()
-        self._jobs.put(((body, url, charset, want_text), fut))
+        self._jobs.put(((body, url, charset, want_text, meta_names), fut))
         return fut
 
     def worker_pids(self) -> list[int]:

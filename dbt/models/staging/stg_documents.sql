@@ -19,5 +19,9 @@ select
     cast(extraction_version as varchar) as extraction_version,
     cast(fetched_at as timestamptz) as fetched_at,
     -- the batch fence of the run that wrote the partition (the newest run of it)
-    cast(batch_fence as bigint) as batch_fence
+    cast(batch_fence as bigint) as batch_fence,
+    -- why the document was kept out of the index (null: indexed), e.g. noindex, and the
+    -- document id of an earlier upsert for the URL that its delete event withdrew
+    cast(index_reason as varchar) as index_reason,
+    cast(withdrawn_document_id as varchar) as withdrawn_document_id
 from {{ source('lake', 'documents') }}

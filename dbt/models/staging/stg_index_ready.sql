@@ -13,5 +13,7 @@ select
     cast(extraction_version as varchar) as extraction_version,
     cast(fetched_at as timestamptz) as fetched_at,
     -- the batch fence of the run that wrote the partition (the newest run of it)
-    cast(batch_fence as bigint) as batch_fence
+    cast(batch_fence as bigint) as batch_fence,
+    -- why a delete was emitted (noindex); null for an upsert
+    cast(reason as varchar) as reason
 from {{ source('lake', 'index_ready') }}

@@ -14,5 +14,7 @@ select
     cast(reason as varchar) as reason,
     cast(kind as varchar) as kind,
     -- the batch fence of the run that wrote the partition (the newest run of it)
-    cast(batch_fence as bigint) as batch_fence
+    cast(batch_fence as bigint) as batch_fence,
+    -- a session-token parameter (scope.session_params with a token value) was dropped
+    cast(session_id_stripped as boolean) as session_id_stripped
 from {{ source('lake', 'links') }}

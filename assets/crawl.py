@@ -99,7 +99,8 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
                 deps=[FRONTIER],
                 kinds={"delta"},
                 description="The indexer outbox: one event per document (deterministic event "
-                "id), written with the documents; the index_delivery sensor sends it on.",
+                "id), written with the documents; none for a noindex one, a delete when a "
+                "delivered page turns noindex; the index_delivery sensor sends it on.",
             ),
         ],
         partitions_def=partitions,
@@ -236,14 +237,15 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
 
     @dg.asset(
         key=CRAWL_REPORT,
-        deps=[FETCHES, ORIGINS, RECRAWL_SCHEDULE],
+        deps=[FETCHES, LINKS, ORIGINS, RECRAWL_SCHEDULE],
         partitions_def=partitions,
         group_name="crawl",
         kinds={"html"},
     )
     def crawl_report(context: dg.AssetExecutionContext, atlas: AtlasCrawl) -> dg.MaterializeResult:
         """A self-contained HTML report of the partition (requests per origin over the cycle
-        against each origin's limit, reason codes, freshness), written next to the tables."""
+        against each origin's limit, reason codes, freshness, paths stopped for no novelty),
+        written next to the tables."""
         cycle, shard = cycle_and_shard(context)
         key = shard_key(shard)
         with atlas.open() as engine:
@@ -253,6 +255,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
                 engine.cfg.lake_path / "reports", cycle, key,
                 lake.read_partition("fetches", cycle, key), origin_rows,
                 lake.read_partition("recrawl_schedule", cycle, key),
+                links=lake.read_partition("links", cycle, key),
             )  # fmt: skip
         rates = report.per_origin
         return dg.MaterializeResult(

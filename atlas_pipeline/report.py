@@ -64,7 +64,10 @@ def write_report(
     fetches: pl.DataFrame,
     origins: pl.DataFrame,
     schedule: pl.DataFrame,
+    links: pl.DataFrame | None = None,
 ) -> Report:
+    """`links` (the partition's links rows), when given, adds the paths whose query variants
+    the novelty rule stopped."""
     rates = origin_rates(fetches, origins)
     reasons = fetches.group_by("reason").len().sort("len", descending=True)
     path = root / cycle / f"{shard}.html"
@@ -81,6 +84,9 @@ def write_report(
         "<h2>Freshness by class</h2>",
         _table(_freshness(schedule)),
     ]
+    if links is not None:
+        body += ["<h2>Paths stopped for no novelty (trap_no_novelty)</h2>",
+                 _table(stopped_paths(links))]  # fmt: skip
     html = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Atlas "
             f"{escape(cycle)} {escape(shard)}</title><style>body{{font:14px sans-serif;"
             "margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;"
@@ -100,6 +106,20 @@ def _summary(fetches: pl.DataFrame, schedule: pl.DataFrame) -> str:
         "URLs scheduled": schedule.height,
     }
     return "<p>" + " · ".join(f"<b>{v}</b> {escape(k)}" for k, v in figures.items()) + "</p>"
+
+
+def stopped_paths(links: pl.DataFrame) -> pl.DataFrame:
+    """Per (origin, path): the links refused because the path's last fetched query variants
+    brought nothing new (traps.judge_novelty), most refused first."""
+    if links.is_empty() or "reason" not in links.columns:
+        return pl.DataFrame(schema={"origin": pl.String, "path": pl.String, "refused": pl.UInt32})
+    cut = links.filter(pl.col("reason") == "trap_no_novelty")
+    return (
+        cut.select(origin=pl.col("url").str.extract(r"^([^:]+://[^/?#]+)"),
+                   path=pl.col("url").str.extract(r"^[^:]+://[^/?#]+([^?#]*)"))
+        .group_by("origin", "path").agg(refused=pl.len())
+        .sort(["refused", "origin", "path"], descending=[True, False, False])
+    )  # fmt: skip
 
 
 def _freshness(schedule: pl.DataFrame) -> pl.DataFrame:

@@ -4,15 +4,22 @@ scope guard and the coordination store count them by.
 Stateless checks (pagination depth, repeating path segments, session ids) need only the URL.
 Stateful caps count distinct URLs per key in the store's URL catalogue, so every shard and
 run shares one count: distinct worded query strings of one path and key set (faceted
-filters, search terms), and distinct URLs of one digit pattern, with a much lower cap when
-the digits look like dates (calendars).
+filters, search terms), distinct worded query strings of one path whatever their keys
+(filters added and removed in any order make every subset and order of keys a new key set),
+and distinct URLs of one digit pattern, with a much lower cap when the digits look like dates
+(calendars).
+
+The novelty rule (`judge_novelty`) stops a path's variants once the last K of them fetched
+brought nothing new: no new URL that is not itself a variant, no document text not already
+held. It is a pure function of the path's stored state and one fetch; the store keeps the
+state, calls it at commit time and writes its decision.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 _DIGITS = re.compile(r"\d+")
 # /2026/11, /2026/11/29, 2026-11, 2026-11-29, 20261129: years 1900-2199 with a month after
@@ -32,6 +39,8 @@ class TrapKeys:
     # path and query key set when some query value is not a number (filter combinations,
     # search terms); numbered queries such as ?id=123 are counted by `pattern` instead
     query_key: str | None
+    # the path alone, under the same condition: every key set of one path counts together
+    path_key: str | None = None
 
 
 def trap_keys(url: str) -> TrapKeys:
@@ -46,7 +55,33 @@ def trap_keys(url: str) -> TrapKeys:
         pattern=_DIGITS.sub("9", shape),
         dated=undated != shape and not _DIGITS.search(undated),
         query_key=f"{parts.path}?{keys}" if worded else None,
+        path_key=parts.path if worded else None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Novelty:
+    """The novelty rule's state of one (origin, path), as the store keeps it."""
+
+    fetched: int = 0  # variants of the path fetched (and committed)
+    barren: int = 0  # of the latest of them, how many in a row brought nothing new
+    stopped: bool = False  # new variants of the path are refused (trap_no_novelty)
+
+
+@dataclass(frozen=True, slots=True)
+class VariantFetch:
+    """What one committed fetch of a variant brought."""
+
+    new_urls: int  # URLs its links added to the catalogue that are not variants themselves
+    new_content: bool  # it gave a document whose text no other URL held
+
+
+def judge_novelty(state: Novelty, event: VariantFetch, window: int) -> Novelty:
+    """The path's state after `event`: stopped while the last `window` fetched variants
+    brought no new non-variant URL and no new document text; anything new starts the count
+    again (and lifts a stop: the path is worth its variants again)."""
+    barren = 0 if event.new_urls > 0 or event.new_content else state.barren + 1
+    return Novelty(state.fetched + 1, barren, barren >= max(window, 1))
 
 
 def page_number(url: str, page_keys: frozenset[str]) -> int | None:
@@ -76,13 +111,53 @@ def repeats_segments(path: str, max_repeats: int) -> bool:
     return False
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9_\-+/=.]{16,}")  # hex, base64, base64url, Tomcat's ".node1"
+_TOKEN_MIN_DISTINCT = 6
+# the path parameters of servlet containers, PHP and friends: /cart;jsessionid=0A1B...
+_PATH_SESSION = re.compile(r";(?:jsessionid|phpsessid|sid|sessionid)=([^/;?#]*)", re.I)
+
+
+def looks_like_session_token(value: str) -> bool:
+    """Whether a session parameter's value looks like a session token rather than a word or a
+    number. The rule: at least 16 characters once percent-escapes are decoded, every one of
+    them from [A-Za-z0-9_-+/=.], at least 6 of them distinct, and both a digit and a letter
+    among them. A 16-hex `sid` or a 32-hex PHPSESSID is a token; `shoes`, `12`, the empty
+    value, `averyveryverylongword` (no digit), a 20-digit number (no letter: an id) and
+    `aaaaaaaa11111111` (2 distinct characters) are not. A key alone is no proof."""
+    text = unquote(value)
+    return (
+        _TOKEN.fullmatch(text) is not None
+        and len(set(text)) >= _TOKEN_MIN_DISTINCT
+        and any(c.isdigit() for c in text)
+        and any(c.isalpha() for c in text)
+    )
+
+
 def strip_session_ids(url: str, params: frozenset[str]) -> str:
-    """`url` without session-id query parameters and ;jsessionid=-style path parameters: a
-    session id names a visitor, not a page, and gives every view of a page a new URL."""
-    parts = urlsplit(url)
-    path = re.sub(r";(?:jsessionid|phpsessid|sid|sessionid)=[^/?#]*", "", parts.path, flags=re.I)
-    kept = [p for p in parts.query.split("&") if p and p.split("=", 1)[0].lower() not in params]
-    query = "&".join(kept)
-    if path == parts.path and query == parts.query:
+    """`url` (canonical) without its session ids: a session id names a visitor, not a page, and
+    gives every view of a page a new URL. A query parameter goes when its key is in `params`
+    (lower case) and its value `looks_like_session_token`; a ;jsessionid= (;phpsessid=, ;sid=,
+    ;sessionid=) path parameter when its value does. Everything else stays as written: empty
+    pieces, an empty query's '?'; a query emptied by the stripping loses its '?'."""
+
+    def path_param(m: re.Match[str]) -> str:
+        return "" if looks_like_session_token(m.group(1)) else m.group()
+
+    def is_session(piece: str) -> bool:
+        key, eq, value = piece.partition("=")
+        return bool(eq) and key.lower() in params and looks_like_session_token(value)
+
+    rest, hashmark, fragment = url.partition("#")
+    head, mark, query = rest.partition("?")
+    at = head.find("/", head.find("//") + 2) if "//" in head else -1  # where the path starts
+    path = head[at:] if at >= 0 else ""
+    new_path = _PATH_SESSION.sub(path_param, path) if ";" in path else path
+    pieces = query.split("&")
+    kept = [p for p in pieces if not is_session(p)]
+    if new_path == path and len(kept) == len(pieces):
         return url
-    return f"{parts.scheme}://{parts.netloc}{path}" + (f"?{query}" if query else "")
+    tail = mark + query
+    if len(kept) < len(pieces):
+        joined = "&".join(kept)
+        tail = f"?{joined}" if joined else ""
+    return head[: len(head) - len(path)] + new_path + tail + hashmark + fragment

@@ -27,6 +27,16 @@ shop.example.test  (one page, many URLs)
   /base/absolute        <base href="http://shop.example.test:PORT/catalog/">; its relative links
                         resolve to real pages only against the base (against the page: 404)
   /base/rooted          the same with a root-relative <base href="/guide/">
+catalogue.example.test  (filters combined in any order; not in TRAP_HOSTS: see CATALOGUE_HOSTS)
+  /                     links the listing and every item (an A to Z of the range)
+  /item/1..40 x N       the real pages: each links the next two items and two one-filter
+                        listings ("more in this colour", "more in this material")
+  /catalogue?K=V&...    listings by up to five filters (colour, size, material, fit, season),
+                        keys in any order: each links every listing one filter more (the new
+                        key inserted at a varying place) or one fewer. Every listing shows the
+                        same six bestsellers (they come in every colour, size, ...) and the
+                        same filter panel text, so a listing's text never changes: the filters
+                        only change its URL. 4^5 - 1 filter sets, ~40,000 URLs with the orders
 feeds.example.test  (discovery beyond links)
   /robots.txt           Disallow: /private/; Sitemap: /sitemap-index.xml and /sitemap-3.xml.gz
   /sitemap-index.xml    a sitemap index of /sitemap-1.xml and /sitemap-2.xml.gz, with <lastmod>
@@ -70,6 +80,11 @@ SHOP = "shop.example.test"
 FEEDS = "feeds.example.test"
 TRAP_HOSTS: tuple[str, ...] = (CALENDAR, SHOP, FEEDS)
 """Trap origin hosts: map these to loopback in a crawl's `resolve` and allow them in its scope."""
+CATALOGUE = "catalogue.example.test"
+CATALOGUE_HOSTS: tuple[str, ...] = (CATALOGUE,)
+"""The combined-filter catalogue, served with the trap origins but kept out of TRAP_HOSTS and
+seed_urls(): its real pages grow with the scale, and the other origins' crawls assert that a
+deeper trap adds no URL."""
 
 DEFAULT_TRAP_SCALE = 1
 MAX_TRAP_SCALE = 100  # the calendar then spans 1024-3024: years keep four digits
@@ -116,6 +131,20 @@ _HTML = "text/html; charset=utf-8"
 _TEXT = "text/plain; charset=utf-8"
 _XML = "application/xml; charset=utf-8"
 _SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+CATALOGUE_ITEMS = 40  # /item/1..40, x scale
+CATALOGUE_LISTING = "/catalogue"
+CATALOGUE_FILTERS: dict[str, tuple[str, ...]] = {
+    "colour": ("red", "blue", "green"),
+    "size": ("s", "m", "l"),
+    "material": ("cotton", "linen", "wool"),
+    "fit": ("slim", "regular", "loose"),
+    "season": ("summer", "winter", "all-year"),
+}
+"""The five filters and their values (they do not grow with scale: the orders do the harm)."""
+BESTSELLERS = 6  # items every listing shows: /item/1..6
+_NOUNS = ("shirt", "coat", "scarf", "jumper", "trousers", "jacket", "dress", "cap")
+_ADJECTIVES = ("sturdy", "light", "warm", "soft", "plain", "bright", "classic", "roomy")
+
 _SEED = "atlas-traps"  # trap content is fixed: it does not follow `atlas web --seed`
 _ALLOW_ALL = b"User-agent: *\nAllow: /\n"
 _NOT_FOUND = (
@@ -127,6 +156,7 @@ _MONTH = re.compile(r"/calendar/(\d{4})/(\d{2})")
 _DAY = re.compile(r"/calendar/(\d{4})/(\d{2})/(\d{2})")
 _FOREVER = re.compile(r"/forever/(\d{4,})/(\d{2})")
 _PRODUCT = re.compile(r"/product/([1-9]\d*)")
+_ITEM = re.compile(r"/item/([1-9]\d*)")
 _PAGE_NUMBER = re.compile(r"[1-9]\d*")  # no leading zeros: one spelling per page
 
 # feeds.example.test content, written out so the ground truth reads at a glance.
@@ -249,6 +279,72 @@ def trap_page_count(scale: int = DEFAULT_TRAP_SCALE) -> int:
         + repeat_depth(scale)
         + facet_combinations(scale)
     )
+
+
+# ---------------------------------------------------------------------- catalogue ground truth
+
+
+def catalogue_items(scale: int = DEFAULT_TRAP_SCALE) -> int:
+    """How many real item pages the catalogue has at ``scale`` (40 x scale)."""
+    return CATALOGUE_ITEMS * check_scale(scale)
+
+
+def catalogue_product_urls(port: int, scale: int = DEFAULT_TRAP_SCALE) -> list[str]:
+    """Every real item page of the catalogue at ``scale``."""
+    return [url(CATALOGUE, f"/item/{n}", port) for n in range(1, catalogue_items(scale) + 1)]
+
+
+def catalogue_seed_urls(port: int) -> list[str]:
+    """The catalogue's index page."""
+    return [url(CATALOGUE, "/", port)]
+
+
+def is_catalogue_listing(absolute: str) -> bool:
+    """Whether ``absolute`` is a catalogue listing (the bare listing or any filter variant)."""
+    rest = absolute.split("://", 1)[-1]
+    path = "/" + rest.partition("/")[2]
+    return path.partition("?")[0] == CATALOGUE_LISTING
+
+
+def catalogue_listing_urls(scale: int = DEFAULT_TRAP_SCALE) -> int:
+    """How many distinct listing URLs the catalogue serves (every subset and order of filter
+    keys, every value of each): the bare listing plus sum over k of 5!/(5-k)! x 3^k."""
+    n = len(CATALOGUE_FILTERS)
+    return 1 + sum(
+        math.perm(n, k) * math.prod(len(v) for v in list(CATALOGUE_FILTERS.values())[:k])
+        for k in range(1, n + 1)
+    )
+
+
+def catalogue_item_attributes(n: int) -> dict[str, str]:
+    """The filter values of item ``n`` beyond the bestsellers (which come in every value)."""
+    return {key: values[(n * (i + 2)) % len(values)]
+            for i, (key, values) in enumerate(CATALOGUE_FILTERS.items())}  # fmt: skip
+
+
+def catalogue_listing(filters: Iterable[tuple[str, str]]) -> str:
+    """The path and query of the listing with these (key, value) filters, in this order."""
+    pairs = list(filters)
+    query = "&".join(f"{k}={v}" for k, v in pairs)
+    return CATALOGUE_LISTING + (f"?{query}" if query else "")
+
+
+def catalogue_neighbours(filters: list[tuple[str, str]]) -> list[str]:
+    """The listings one filter more or fewer than ``filters`` (as the listing links them):
+    each missing filter's every value inserted at a place that varies with the listing and
+    the key, and each present filter removed (the others keep their order)."""
+    out = []
+    here = catalogue_listing(filters)
+    have = {k for k, _ in filters}
+    for key, values in CATALOGUE_FILTERS.items():
+        if key in have:
+            out.append(catalogue_listing([(k, v) for k, v in filters if k != key]))
+            continue
+        digest = hashlib.sha256(f"{_SEED}|{here}|{key}".encode()).digest()
+        at = digest[0] % (len(filters) + 1)
+        for value in values:
+            out.append(catalogue_listing([*filters[:at], (key, value), *filters[at:]]))
+    return out
 
 
 # ---------------------------------------------------------------------- identity ground truth
@@ -507,12 +603,14 @@ class Traps:
 
     @staticmethod
     def serves(host: str) -> bool:
-        """Whether ``host`` (lowercase, no port) is a trap origin."""
-        return host in TRAP_HOSTS
+        """Whether ``host`` (lowercase, no port) is a trap origin (or the catalogue)."""
+        return host in TRAP_HOSTS or host in CATALOGUE_HOSTS
 
     def answer(self, host: str, path_qs: str, port: int) -> Answer:
         """The answer to a GET or HEAD of ``path_qs`` on trap ``host``."""
         path, query = _route(path_qs)
+        if host == CATALOGUE:
+            return self._catalogue(path, path_qs.partition("?")[2])
         if host == FEEDS:
             return self._feeds(path, port)
         if path == "/robots.txt":
@@ -669,6 +767,66 @@ class Traps:
         links += [(f"/product/{n}", f"Product {n}") for n in sorted(shown)]
         return _html(_page(f"Browse {key}", links))
 
+    # ------------------------------------------------------------------ catalogue
+
+    def _catalogue(self, path: str, query: str) -> Answer:
+        items = catalogue_items(self.scale)
+        if path == "/robots.txt":
+            return 200, {"Content-Type": _TEXT}, _ALLOW_ALL
+        if path == "/":
+            links = [(CATALOGUE_LISTING, "Browse the range")]
+            links += [(f"/item/{n}", _item_name(n)) for n in range(1, items + 1)]
+            return _html(_page("Catalogue", links, "Everything we sell, from A to Z."))
+        if (m := _ITEM.fullmatch(path)) and int(m[1]) <= items:
+            n = int(m[1])
+            attrs = catalogue_item_attributes(n)
+            links = [(f"/item/{n % items + 1}", _item_name(n % items + 1)),
+                     (f"/item/{(n + 1) % items + 1}", _item_name((n + 1) % items + 1)),
+                     (catalogue_listing([("colour", attrs["colour"])]), "More in this colour"),
+                     (catalogue_listing([("material", attrs["material"])]),
+                      "More in this material"), ("/", "Catalogue")]  # fmt: skip
+            text = (f"{_item_name(n)}: a {attrs['fit']} fit in {attrs['colour']} "
+                    f"{attrs['material']}, made for {attrs['season']}, item number {n}.")  # fmt: skip
+            return _html(_page(_item_name(n), links, text))
+        if path == CATALOGUE_LISTING:
+            return self._catalogue_listing(query)
+        return _not_found()
+
+    def _catalogue_listing(self, query: str) -> Answer:
+        filters: list[tuple[str, str]] = []
+        for piece in query.split("&") if query else []:
+            key, eq, value = piece.partition("=")
+            if not eq or value not in CATALOGUE_FILTERS.get(key, ()) or key in dict(filters):
+                return _not_found()
+            filters.append((key, value))
+        active = dict(filters)
+        # The panel lists every value of every filter, a link where it adds or removes a
+        # filter, plain text where another value of its filter is chosen: the same text on
+        # every listing, so only the URL tells listings apart.
+        targets = iter(catalogue_neighbours(filters))
+        panel = []
+        for key, values in CATALOGUE_FILTERS.items():
+            cells = []
+            if key in active:
+                remove = next(targets)
+                for value in values:
+                    label = escape(value)
+                    cells.append(f'<a href="{escape(remove)}">{label}</a>'
+                                 if value == active[key] else f"<span>{label}</span>")  # fmt: skip
+            else:
+                for value in values:
+                    cells.append(f'<a href="{escape(next(targets))}">{escape(value)}</a>')
+            panel.append(f"<li>{escape(key)}: {' '.join(cells)}</li>")
+        grid = "".join(f'<li><a href="/item/{n}">{escape(_item_name(n))}</a></li>'
+                       for n in range(1, BESTSELLERS + 1))  # fmt: skip
+        body = (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Catalogue'
+            "</title></head>\n<body><h1>Catalogue</h1>\n<p>Our bestsellers, in every colour, "
+            f"size, material, fit and season.</p>\n<ul>{''.join(panel)}</ul>\n<ul>{grid}</ul>"
+            '\n<p><a href="/">Catalogue</a></p></body></html>\n'
+        )
+        return _html(body.encode())
+
     # ------------------------------------------------------------------ feeds
 
     def _feeds(self, path: str, port: int) -> Answer:
@@ -696,6 +854,11 @@ class Traps:
         if path in named:
             return _html(_page(f"Feeds {path}", [("/", "Feeds")], "An article."))
         return _not_found()
+
+
+def _item_name(n: int) -> str:
+    """Item ``n``'s name, e.g. 'Item 3: warm scarf'."""
+    return f"Item {n}: {_ADJECTIVES[n * 5 % len(_ADJECTIVES)]} {_NOUNS[n % len(_NOUNS)]}"
 
 
 def _sitemap_index(port: int) -> str:

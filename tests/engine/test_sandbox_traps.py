@@ -567,3 +567,50 @@ def test_trap_pages_stay_small_and_deterministic_at_scale_10(web10: SandboxProce
         first, second = get(port, host, target), get(port, host, target)
         assert first[0] == 200 and first[2] == second[2], target
         assert len(first[2]) < 16 * KB, (target, len(first[2]))
+
+
+# ---------------------------------------------------------------- the combined-filter catalogue
+
+CATALOGUE = traps.CATALOGUE
+
+
+def test_the_catalogue_links_every_item_and_listings_one_filter_away(web: SandboxProcess) -> None:
+    port = web.port
+    index = links(port, CATALOGUE, "/")
+    items = [urlsplit(u).path for u in traps.catalogue_product_urls(port)]
+    assert set(items) <= set(index) and traps.CATALOGUE_LISTING in index
+    assert len(items) == traps.CATALOGUE_ITEMS
+    assert get(port, CATALOGUE, f"/item/{len(items) + 1}")[0] == 404
+    here = [("size", "m"), ("colour", "red")]
+    hrefs = links(port, CATALOGUE, traps.catalogue_listing(here))
+    listed = [h for h in hrefs if h.startswith(traps.CATALOGUE_LISTING)]
+    assert listed == traps.catalogue_neighbours(here)
+    assert traps.catalogue_listing([("colour", "red")]) in listed  # size removed
+    assert traps.catalogue_listing([("size", "m")]) in listed  # colour removed
+    added = [h for h in listed if h.count("=") == 3]
+    assert len(added) == 9  # three filters missing, three values each
+    orders = {tuple(p.split("=")[0] for p in urlsplit(h).query.split("&")) for h in added}
+    assert len(orders) > 1  # the new key goes in at varying places
+    for bad in ("colour=red&colour=blue", "colour=pink", "shape=round", "colour"):
+        assert get(port, CATALOGUE, f"{traps.CATALOGUE_LISTING}?{bad}")[0] == 404, bad
+
+
+def test_every_catalogue_listing_shows_the_same_text(web: SandboxProcess) -> None:
+    """Filters change a listing's URL, never its content: the trap the novelty rule cuts."""
+    port = web.port
+    bodies = set()
+    for filters in ([], [("fit", "slim")], [("size", "m"), ("colour", "red")],
+                    [("colour", "red"), ("size", "m")]):  # fmt: skip
+        status, _, body = get(port, CATALOGUE, traps.catalogue_listing(filters))
+        assert status == 200
+        bodies.add(re.sub(r"<[^>]*>", "", body.decode()))  # the text, links or not
+    assert len(bodies) == 1
+    assert traps.catalogue_listing_urls() == 40696
+    assert traps.is_catalogue_listing(f"http://{CATALOGUE}:{port}/catalogue?fit=slim")
+    assert not traps.is_catalogue_listing(f"http://{CATALOGUE}:{port}/item/3")
+
+
+def test_the_catalogue_grows_with_the_scale(web10: SandboxProcess) -> None:
+    items = traps.catalogue_product_urls(web10.port, 10)
+    assert len(items) == 10 * traps.CATALOGUE_ITEMS
+    assert get_url(items[-1])[0] == 200

@@ -93,3 +93,67 @@ def test_session_ids_and_tracking_parameters_never_reach_the_catalogue(
         assert not [u for u in urls if marker in u.lower()], marker
     products = {normalize(u) for u in traps.product_urls(crawls[1]["port"])}
     assert products <= set(urls)
+
+
+# ------------------------------------------------------------- filters combined in any order
+# catalogue.example.test (issue 20 part 5): listings add or remove any of five filters in any
+# order. The novelty rule stops the listing's variants after `scope.novelty_window` fetched
+# ones brought nothing new, and withdraws the ones still queued, so its listing fetches stay
+# about 1 + window whatever the scale: the origin's share falls as its real pages grow. The
+# ordinary sandbox origins crawled alongside make up the rest of the crawl.
+CATALOGUE_SCALES = (10, 15)
+
+
+def _catalogue_crawl(tmp: Path, scale: int) -> dict[str, Any]:
+    with running_sandbox(tmp / "requests.jsonl", 3, 120, traps=True, trap_scale=scale) as server:
+        port = server.port
+        cfg = sandbox_config(
+            server, tmp / "data", seeds=traps.catalogue_seed_urls(port) + server.web.seed_urls(),
+            shards=1, resolve={traps.CATALOGUE: "127.0.0.1"},
+        )  # fmt: skip
+        engine = Engine.from_config(load_config(write_config(tmp / "atlas.yaml", cfg)))
+        plan_frontier(engine, "c0001", 0)
+        fetch_shard(engine, "c0001", 0)
+        export_urls(engine, "c0001", 0)
+        engine.close()
+        lake = tmp / "data" / "lake" / "crawl"
+        return {
+            "port": port,
+            "links": pl.read_delta(str(lake / "links")),
+            "fetches": pl.read_delta(str(lake / "fetches")),
+            "urls": pl.read_delta(str(lake / "urls")),
+        }
+
+
+@pytest.fixture(scope="module")
+def catalogue_crawls(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
+    return {s: _catalogue_crawl(tmp_path_factory.mktemp(f"catalogue{s}"), s)
+            for s in CATALOGUE_SCALES}  # fmt: skip
+
+
+@pytest.mark.parametrize("scale", CATALOGUE_SCALES)
+def test_combined_filters_stay_a_small_share_and_every_item_is_fetched(
+    catalogue_crawls: dict[int, dict[str, Any]], scale: int
+) -> None:
+    crawl = catalogue_crawls[scale]
+    fetches = crawl["fetches"].filter(pl.col("kind") == "page")
+    mine = fetches.filter(pl.col("url").str.contains(traps.CATALOGUE, literal=True))
+    listings = mine.filter(pl.col("url").map_elements(traps.is_catalogue_listing,
+                                                      return_dtype=pl.Boolean))  # fmt: skip
+    items = {normalize(u) for u in traps.catalogue_product_urls(crawl["port"], scale)}
+    fetched = set(mine.filter(pl.col("reason") == "fetched")["url"].to_list())
+    print(
+        f"\ncatalogue trap-scale {scale}: listing fetches {listings.height} / origin "
+        f"fetches {mine.height} ({listings.height / mine.height:.1%}) / crawl fetches "
+        f"{fetches.height} ({listings.height / fetches.height:.1%}); items fetched "
+        f"{len(items & fetched)} / {len(items)}; listing URLs served "
+        f"{traps.catalogue_listing_urls(scale)}"
+    )
+    assert listings.height < 0.05 * mine.height
+    assert listings.height < 0.02 * fetches.height
+    assert items <= fetched
+    reasons = Counter(crawl["links"]["reason"].to_list())
+    assert reasons["trap_no_novelty"] > 0, reasons  # the rejected links say why
+    withdrawn = crawl["urls"].filter(pl.col("reason") == "trap_no_novelty")
+    assert withdrawn.height > 0 and withdrawn["url"].map_elements(
+        traps.is_catalogue_listing, return_dtype=pl.Boolean).all()  # fmt: skip

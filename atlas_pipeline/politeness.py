@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 
@@ -72,3 +73,85 @@ def over_quota(cls: str, scores: Mapping[str, float], quota: float, waiting: set
     if quota >= 1.0 or total <= 0 or scores.get(cls, 0.0) / total <= quota:
         return False
     return any(o != cls and scores.get(o, 0.0) / total <= quota for o in waiting)
+
+
+# ---------------------------------------------------------------- adaptive pacing (AIMD)
+# Seed 003 decision 4: adapt inside a floor (the configured gap) and a ceiling
+# (adaptive_max_gap_s) with additive increase and multiplicative decrease of the rate;
+# decision 20: the whole origin slows down on 429 or on *repeated* 503, not on one page's
+# hiccup. The rule is a pure function of (state, answer); the store keeps the state.
+
+RATE_FLOOR_GAP_S = 0.25  # a gap of 0 has no rate to halve: AIMD works from this gap upwards
+_WIDEN = frozenset({"http_429", "timeout", "network_error"})  # always an overload signal
+_SERVER_ERROR = "http_5xx"
+
+
+@dataclass(frozen=True, slots=True)
+class Pacing:
+    """An origin's adaptive pacing state, as the coordination store keeps it."""
+
+    extra_gap_s: float = 0.0  # added to the configured gap by past overload
+    latency_s: float | None = None  # moving average of healthy answers' elapsed time
+    stress: float = 0.0  # moving share of 5xx answers among recent answers
+
+
+@dataclass(frozen=True, slots=True)
+class PacingRule:
+    """The knobs of `adapt` (politeness.adaptive_max_gap_s and friends)."""
+
+    max_gap_s: float  # the ceiling; 0 turns adaptation off
+    overload_share: float = 0.5  # 5xx share at which a repeated 5xx means the origin struggles
+    recover_steps: int = 10  # healthy answers that take the rate from ~0 back to the configured
+    stress_weight: float = 0.2  # weight of the newest answer in `stress` (~ the last 5-10)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What one fetch attempt told us about its origin."""
+
+    reason: str  # the outcome's reason code
+    attempt: int = 1  # which attempt of its URL this was (1 = first)
+    elapsed_s: float | None = None
+
+
+def overloaded(state: Pacing, answer: Answer, rule: PacingRule) -> bool:
+    """Whether `answer` (with `state` already counting it) says the origin is struggling.
+
+    429, timeouts and refused connections always do; so does an answer far slower than the
+    origin's usual one. A 5xx does only when it is repeated: the URL had failed before, and
+    5xx answers are at least `overload_share` of the origin's recent ones. A page's own first
+    503 is retried later without slowing the origin (its neighbours answer, so `stress`
+    stays low, or its retry succeeds)."""
+    if answer.reason in _WIDEN:
+        return True
+    if answer.reason == _SERVER_ERROR:
+        return answer.attempt >= 2 and state.stress >= rule.overload_share
+    latency, elapsed = state.latency_s, answer.elapsed_s
+    return latency is not None and elapsed is not None and elapsed > max(2 * latency, 1.0)
+
+
+def adapt(state: Pacing, answer: Answer, base_gap_s: float, rule: PacingRule) -> Pacing:
+    """The origin's pacing after `answer`: an overload signal doubles its gap (halves its
+    rate) up to the ceiling; a healthy answer adds 1/recover_steps of the configured rate
+    back, so `recover_steps` good answers undo any widening; a 5xx that is no overload
+    signal (a page's hiccup) leaves the gap as it is. Any answer that is neither a 5xx nor
+    a 429, timeout or refused connection is healthy, and its time feeds the latency."""
+    if rule.max_gap_s <= 0:
+        return state
+    error = answer.reason == _SERVER_ERROR
+    weight = rule.stress_weight
+    stress = (1 - weight) * state.stress + weight * (1.0 if error else 0.0)
+    latency = state.latency_s
+    if answer.elapsed_s is not None and not error and answer.reason not in _WIDEN:
+        latency = answer.elapsed_s if latency is None else 0.8 * latency + 0.2 * answer.elapsed_s
+    gap = base_gap_s + state.extra_gap_s
+    if overloaded(Pacing(state.extra_gap_s, state.latency_s, stress), answer, rule):
+        widened = min(rule.max_gap_s, max(2 * gap, RATE_FLOOR_GAP_S))
+        return Pacing(max(0.0, widened - base_gap_s), latency, stress)
+    if error:
+        return Pacing(state.extra_gap_s, latency, stress)
+    floor = max(base_gap_s, RATE_FLOOR_GAP_S)
+    rate = 1.0 / max(gap, floor) + (1.0 / floor) / max(1, rule.recover_steps)
+    # within a rounding error of the configured rate is the configured rate
+    extra = 0.0 if rate * floor >= 1.0 - 1e-9 else max(0.0, 1.0 / rate - base_gap_s)
+    return Pacing(extra, latency, stress)

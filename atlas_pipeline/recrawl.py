@@ -164,3 +164,15 @@ def freshness_class(priority: float, classes: Sequence[FreshnessClass]) -> str:
     if not fitting:
         return min(classes, key=lambda c: c.min_priority).name
     return max(fitting, key=lambda c: c.min_priority).name
+
+
+def validators_trusted(trusted: bool, checks: int, misses: int, untrusted_after: int) -> bool:
+    """Whether an origin's validators are still believed, after `checks` answers to
+    conditional requests of which `misses` were misleading (a 200 for unchanged content).
+
+    Distrust needs `untrusted_after` misleading answers and more misleading than honest
+    ones; it is final: an untrusted origin is fetched unconditionally from then on, so no
+    later answer can clear it."""
+    if not trusted:
+        return False
+    return not (misses >= untrusted_after and 2 * misses > checks)

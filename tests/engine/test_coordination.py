@@ -1182,22 +1182,56 @@ def _commit_one(store: CoordinationStore, now: float, reason: str, elapsed: floa
 
 
 def test_errors_widen_an_origins_gap_and_successes_narrow_it(tmp_path: Path) -> None:
+    # Each failed URL is due at once, so the next claim takes it again (attempt 2, 3, ...).
     store = open_store(_backend_url["url"], OriginPolicy(1.0, 1, 0.0, 5.0), 100)
     now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(30)])
     now += 1.0
     assert _commit_one(store, now, "http_5xx").gap_s == 1.0
     now += 1.0
-    assert _commit_one(store, now, "timeout").gap_s == 2.0  # doubled by the 5xx
+    assert _commit_one(store, now, "timeout").gap_s == 1.0  # a page's first 5xx: no slowdown
+    now += 1.0
+    assert _commit_one(store, now, "http_429").gap_s == 2.0  # doubled by the timeout
     now += 2.0
-    assert _commit_one(store, now, "http_429").gap_s == 4.0
-    now += 4.0
-    assert _commit_one(store, now, "fetched").gap_s == 5.0  # capped at adaptive_max_gap_s
+    assert _commit_one(store, now, "timeout").gap_s == 4.0
     gaps = []
     for _ in range(12):
         now += 5.0
         gaps.append(_commit_one(store, now, "fetched").gap_s)
-    assert gaps[0] == pytest.approx(4.9) and gaps == sorted(gaps, reverse=True)  # -0.1 a success
-    assert gaps[-1] == pytest.approx(3.8)
+    assert gaps[0] == 5.0  # capped at adaptive_max_gap_s
+    # additive increase of the rate: each success adds a tenth of the configured 1/s
+    assert gaps[1:9] == pytest.approx([1 / (0.2 + 0.1 * k) for k in range(1, 9)])
+    assert gaps[8:] == [1.0] * 4 and gaps == sorted(gaps, reverse=True)
+
+
+def test_a_burst_of_503s_slows_the_origin_only_when_they_repeat_and_health_undoes_it(
+    tmp_path: Path,
+) -> None:
+    store = open_store(_backend_url["url"], OriginPolicy(1.0, 1, 0.0, 60.0), 100)
+    now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(40)])
+    gaps = []
+
+    def answer(reason: str, due_in: float) -> Lease:
+        nonlocal now
+        lease = claim(store, now)
+        assert isinstance(lease, Lease), lease
+        gaps.append(lease.gap_s)
+        state = UrlState.FETCHED if reason == "fetched" else UrlState.FAILED_RETRYABLE
+        res = Outcome(state, reason, now + due_in, 200, record={"fetch_id": f"{now}"})
+        assert store.commit(lease, res, CYCLE, now)
+        now += lease.gap_s
+        return lease
+
+    for _ in range(8):  # every page's first request fails (a page-level hiccup)
+        assert answer("http_5xx", due_in=20).attempts == 1
+    assert gaps == [1.0] * 8  # ... and the origin keeps its pace
+    now += 20
+    for _ in range(5):  # now their retries fail too: the origin itself struggles
+        assert answer("http_5xx", due_in=3600).attempts == 2
+    assert gaps[8:] == [1.0, 2.0, 4.0, 8.0, 16.0]  # each repeated 5xx halves the rate
+    for _ in range(12):
+        answer("fetched", due_in=3600)
+    assert gaps[13] == 32.0
+    assert gaps[14:] == sorted(gaps[14:], reverse=True) and gaps[-1] == 1.0 == gaps[-2]
 
 
 def test_a_slow_answer_widens_the_gap_like_an_error(tmp_path: Path) -> None:

@@ -8,7 +8,16 @@ from email.utils import format_datetime
 
 import pytest
 
-from atlas_pipeline.politeness import backoff_s, origin_gap, parse_retry_after
+from atlas_pipeline.politeness import (
+    Answer,
+    Pacing,
+    PacingRule,
+    adapt,
+    backoff_s,
+    origin_gap,
+    overloaded,
+    parse_retry_after,
+)
 
 NOW = 1_700_000_000.0
 
@@ -89,3 +98,87 @@ def test_backoff_is_reproducible_with_a_seeded_rng() -> None:
 
 def test_backoff_with_zero_base_is_zero() -> None:
     assert backoff_s(5, 0.0, 60.0, random.Random(1)) == 0.0
+
+
+# adaptive pacing (AIMD, seed 003 decisions 4 and 20) -------------------------------------
+RULE = PacingRule(max_gap_s=60.0, overload_share=0.5, recover_steps=10, stress_weight=0.2)
+CALM = Pacing()
+STRESSED = Pacing(stress=0.8)  # most recent answers were 5xx
+
+
+@pytest.mark.parametrize(
+    ("state", "answer", "base", "expected_gap", "why"),
+    [
+        (CALM, Answer("fetched", 1, 0.1), 1.0, 1.0, "healthy at the floor stays there"),
+        (CALM, Answer("http_429"), 1.0, 2.0, "429 halves the rate"),
+        (CALM, Answer("timeout"), 1.0, 2.0, "a timeout halves the rate"),
+        (CALM, Answer("network_error"), 1.0, 2.0, "a refused connection halves the rate"),
+        (CALM, Answer("http_5xx", 1), 1.0, 1.0, "a page's first 5xx: no origin slowdown"),
+        (CALM, Answer("http_5xx", 2), 1.0, 1.0, "a repeated 5xx among healthy answers"),
+        (STRESSED, Answer("http_5xx", 1), 1.0, 1.0, "first 5xx of a URL, even when others fail"),
+        (STRESSED, Answer("http_5xx", 2), 1.0, 2.0, "repeated 5xx while 5xx dominate: overload"),
+        (Pacing(stress=0.45), Answer("http_5xx", 3), 1.0, 2.0, "this 5xx tips the share"),
+        (Pacing(stress=0.3), Answer("http_5xx", 3), 1.0, 1.0, "share still under the bar"),
+        (Pacing(40.0), Answer("http_429"), 1.0, 60.0, "the ceiling holds"),
+        (Pacing(59.0), Answer("timeout"), 1.0, 60.0, "already at the ceiling"),
+        (CALM, Answer("http_429"), 0.0, 0.25, "a zero gap widens from the rate floor"),
+        (Pacing(0.25), Answer("fetched"), 0.0, 0.0, "one success undoes the floor widening"),
+        (Pacing(59.0), Answer("fetched"), 1.0, 1 / (1 / 60 + 0.1), "additive: +1/10 of the rate"),
+        (Pacing(4.0), Answer("fetched"), 1.0, 1 / (0.2 + 0.1), "from 5 s to 3.33 s"),
+        (Pacing(0.05), Answer("fetched"), 1.0, 1.0, "the last step lands on the floor"),
+        (Pacing(4.0), Answer("http_4xx"), 1.0, 1 / 0.3, "a 404 is a healthy answer"),
+        (Pacing(4.0), Answer("http_5xx", 1), 1.0, 5.0, "a hiccup neither slows nor speeds"),
+        (Pacing(1.0, 0.2), Answer("fetched", 1, 5.0), 1.0, 4.0, "25x the usual time: overload"),
+        (Pacing(1.0, 0.2), Answer("fetched", 1, 0.9), 1.0, 1 / 0.6, "under 1 s is never slow"),
+        (Pacing(0.0, None), Answer("fetched", 1, 30.0), 1.0, 1.0, "no baseline yet: not slow"),
+    ],
+)
+def test_adapt(state: Pacing, answer: Answer, base: float, expected_gap: float, why: str) -> None:
+    after = adapt(state, answer, base, RULE)
+    assert base + after.extra_gap_s == pytest.approx(expected_gap), why
+
+
+@pytest.mark.parametrize(
+    ("stress", "reason", "expected"),
+    [(0.0, "http_5xx", 0.2), (0.5, "http_5xx", 0.6), (1.0, "fetched", 0.8), (0.5, "http_429", 0.4)],
+)
+def test_stress_is_a_moving_share_of_5xx(stress: float, reason: str, expected: float) -> None:
+    assert adapt(Pacing(stress=stress), Answer(reason), 1.0, RULE).stress == pytest.approx(expected)
+
+
+def test_latency_follows_healthy_answers_only() -> None:
+    state = adapt(Pacing(), Answer("fetched", 1, 0.5), 1.0, RULE)
+    assert state.latency_s == 0.5
+    assert adapt(state, Answer("fetched", 1, 1.0), 1.0, RULE).latency_s == pytest.approx(0.6)
+    for reason in ("http_5xx", "timeout", "http_429", "network_error"):
+        assert adapt(state, Answer(reason, 2, 9.0), 1.0, RULE).latency_s == 0.5, reason
+
+
+def test_adaptation_off_changes_nothing() -> None:
+    off = PacingRule(max_gap_s=0.0)
+    assert adapt(STRESSED, Answer("http_5xx", 3), 1.0, off) == STRESSED
+
+
+def test_recover_steps_healthy_answers_undo_the_ceiling() -> None:
+    state = Pacing(59.0)
+    gaps = []
+    for _ in range(10):
+        state = adapt(state, Answer("fetched", 1, 0.1), 1.0, RULE)
+        gaps.append(1.0 + state.extra_gap_s)
+    assert gaps == sorted(gaps, reverse=True) and gaps[-1] == 1.0 and gaps[-2] > 1.0
+
+
+@pytest.mark.parametrize(
+    ("state", "answer", "expected"),
+    [
+        (CALM, Answer("http_429"), True),
+        (CALM, Answer("fetched", 1, 0.1), False),
+        (Pacing(stress=0.5), Answer("http_5xx", 2), True),  # at the bar counts
+        (Pacing(stress=0.49), Answer("http_5xx", 2), False),
+        (Pacing(stress=1.0), Answer("http_5xx", 1), False),
+        (Pacing(latency_s=0.2), Answer("not_modified", 1, 1.01), True),
+        (Pacing(latency_s=2.0), Answer("fetched", 1, 3.9), False),  # under twice the usual
+    ],
+)
+def test_overloaded(state: Pacing, answer: Answer, expected: bool) -> None:
+    assert overloaded(state, answer, RULE) is expected

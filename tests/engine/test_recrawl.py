@@ -31,6 +31,7 @@ from atlas_pipeline.recrawl import (
     importance,
     load_history,
     next_revisit,
+    validators_trusted,
 )
 
 HOUR, DAY = 3600.0, 86400.0
@@ -349,3 +350,22 @@ def test_one_quiet_check_without_a_previous_interval_grows_from_the_gap_observed
     plan = next_revisit(POLICY, (), (86400.0, False), 0.5, None, random.Random(0))
     assert plan.reason == GROWTH_LIMITED
     assert plan.interval_s <= 2 * 86400.0 * (1 + POLICY.jitter)
+
+
+@pytest.mark.parametrize(
+    ("trusted", "checks", "misses", "expected", "why"),
+    [
+        (True, 0, 0, True, "no answer yet"),
+        (True, 10, 2, True, "fewer misses than the bar"),
+        (True, 3, 3, False, "three misleading answers of three"),
+        (True, 6, 3, True, "as many honest as misleading: given the benefit"),
+        (True, 5, 3, False, "more misleading than honest"),
+        (True, 100, 40, True, "many misses but mostly honest"),
+        (True, 7, 4, False, "4 of 7"),
+        (False, 100, 0, False, "distrust is final"),
+    ],
+)
+def test_validators_trusted(
+    trusted: bool, checks: int, misses: int, expected: bool, why: str
+) -> None:
+    assert validators_trusted(trusted, checks, misses, untrusted_after=3) is expected, why

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from . import defaults as d
-from . import failpoints
+from . import failpoints, outbox
 from .bodies import Bodies
 from .config import CrawlConfig
 from .coordination import (
@@ -40,6 +40,7 @@ from .coordination import (
     Wait,
 )
 from .coordination.base import override_for
+from .directives import HEADER, header_directives, header_values, meta_directives, meta_names
 from .egress import DnsCachePolicy, EgressGate
 from .errors import CoordinationError, StaleAttempt, StoreUnavailable
 from .fetcher import HTML_TYPES, Response, fetch, make_session
@@ -57,7 +58,7 @@ from .recrawl import (
 from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
 from .scope import ScopeGuard
 from .sitemaps import SitemapError, parse_sitemap
-from .urls import BadUrl, normalize, origin_of, shard_of
+from .urls import BadUrl, normalize, origin_of, redact_userinfo, shard_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -420,7 +421,7 @@ class FetchBatch:
             "elapsed_s": round(resp.elapsed_s, 6),
             "etag": resp.headers.get("etag"),
             "last_modified": resp.headers.get("last-modified"),
-            "location": resp.headers.get("location"),
+            "location": _redacted(resp.headers.get("location")),
             "lease_id": lease.lease_id,
             "fence": lease.fence,
             "attempt": lease.attempts,
@@ -458,10 +459,14 @@ class FetchBatch:
                 lease, resp, resp.error or Reason.NETWORK_ERROR.value, now
             )
         if status in (429, 503):
+            # The server's Retry-After holds for the whole origin, exactly; a 429 without one
+            # backs the origin off with jitter. A bare 503 may be one page's hiccup: only that
+            # URL waits, and adaptive pacing slows the origin if its 5xx answers repeat.
             wait = parse_retry_after(resp.headers.get("retry-after"), now)
-            if wait is None:
+            if wait is None and status == 429:
                 wait = backoff_s(lease.attempts, self.cfg.limits.retry_backoff_s, 3600.0, self.rng)
-            self._push_now(lease.origin, backoff_until=now + min(wait, MAX_RETRY_AFTER_S))
+            if wait is not None:
+                self._push_now(lease.origin, backoff_until=now + min(wait, MAX_RETRY_AFTER_S))
             reason = (
                 Reason.HTTP_THROTTLED.value if status == 429 else Reason.HTTP_SERVER_ERROR.value
             )
@@ -504,10 +509,10 @@ class FetchBatch:
             candidate, reason = None, Reason.REDIRECT_LIMIT.value
         elif candidate is not None:
             candidate = replace(candidate, via=chain)
-        row = {"href": location, "url": judged.url,
+        row = {"href": judged.stored_href(location), "url": judged.url,
                "target_origin": candidate.origin if candidate else None,
                "anchor": "", "nofollow": False, "depth": lease.depth, "reason": reason,
-               "kind": "redirect"}  # fmt: skip
+               "kind": "redirect", "session_id_stripped": judged.session_id_stripped}  # fmt: skip
         record = self._record(lease, resp, Reason.REDIRECT.value, final_url=judged.url)
         return Outcome(UrlState.FETCHED, Reason.REDIRECT.value, revisit, status=resp.status,
                        record=record, links=[(row, candidate)])  # fmt: skip
@@ -535,7 +540,8 @@ class FetchBatch:
             mine = asyncio.get_running_loop().create_future()
             self._pending_text[key] = mine
         try:
-            fut = self.pool.submit(resp.body, lease.url, resp.charset, mine is not None)
+            fut = self.pool.submit(resp.body, lease.url, resp.charset, mine is not None,
+                                   meta_names(self.cfg.robots_token))  # fmt: skip
             parsed = await asyncio.wrap_future(fut)
             if mine is not None:
                 self.bodies.put_extraction(key, d.EXTRACTION_VERSION, parsed["extraction"])
@@ -560,7 +566,13 @@ class FetchBatch:
     async def _parsed(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
         key = self.bodies.put(resp.body)
         now = self.clock()
-        if key == lease.content_hash:  # the same bytes as last time: nothing to re-parse
+        token = self.cfg.robots_token
+        said = header_directives(header_values(resp.headers.get(HEADER)), token)
+        # A URL whose document is withheld (noindex) holds a marked id: see outbox.withheld_id.
+        withheld = lease.document_id is not None and outbox.delivered_id(lease.document_id) is None
+        # The same bytes as last time: nothing to re-parse, unless the X-Robots-Tag header
+        # disagrees with what the URL holds (the same meta tags cannot tell it apart).
+        if key == lease.content_hash and said.noindex == withheld:
             return self._checked(
                 lease, resp, now, changed=False, reason=Reason.CONTENT_UNCHANGED.value,
                 record=self._record(lease, resp, Reason.CONTENT_UNCHANGED.value, body_key=key),
@@ -572,15 +584,19 @@ class FetchBatch:
             record = self._record(lease, resp, exc.reason, body_key=key, error=exc.detail)
             return Outcome(UrlState.QUARANTINED, exc.reason, revisit, status=resp.status,
                            record=record)  # fmt: skip
-        links = self._page_links(lease, parsed)
+        rules = said | meta_directives(parsed["meta"], token)
+        links = self._page_links(lease, parsed, rules.nofollow)
         ext = parsed["extraction"]
-        if ext["text_hash"] == lease.document_id:  # other bytes (a clock, an ad), same text
+        # what the URL holds: the text, or the text withheld (a change in either is news)
+        holds = outbox.withheld_id(ext["text_hash"]) if rules.noindex else ext["text_hash"]
+        if holds == lease.document_id:  # other bytes (a clock, an ad), same text
             return self._checked(
                 lease, resp, now, changed=False, reason=Reason.CONTENT_UNCHANGED.value,
                 record=self._record(lease, resp, Reason.CONTENT_UNCHANGED.value, body_key=key),
                 content_hash=key, links=links,
             )  # fmt: skip
         record = self._record(lease, resp, Reason.FETCHED.value, body_key=key)
+        withdrawn = outbox.delivered_id(lease.document_id) if rules.noindex else None
         document = {
             "fetch_id": record["fetch_id"],
             "url": lease.url,
@@ -598,11 +614,15 @@ class FetchBatch:
             "links_out": len(links),
             "extraction_version": ext["extraction_version"],
             "fetched_at": resp.started_at,
+            # noindex: stored and deduped, not indexed; what an earlier upsert delivered for
+            # this URL is withdrawn by a delete event (outbox.upsert_events)
+            "index_reason": Reason.NOINDEX.value if rules.noindex else None,
+            "withdrawn_document_id": withdrawn,
         }
         return self._checked(
             lease, resp, now, changed=lease.document_id is not None,
             reason=Reason.FETCHED.value, record=record, content_hash=key, links=links,
-            document=document, document_id=ext["text_hash"],
+            document=document, document_id=holds,
         )  # fmt: skip
 
     def _revisit_policy(self, origin: str) -> RevisitPolicy:
@@ -621,15 +641,28 @@ class FetchBatch:
         """A URL's freshness class target: its revisit interval never exceeds it."""
         return self._classes[freshness_class(priority, list(self._classes.values()))].target_s
 
-    def _page_links(self, lease: Lease, parsed: dict[str, Any]) -> list[Any]:
+    def _page_links(
+        self, lease: Lease, parsed: dict[str, Any], nofollow: bool = False
+    ) -> list[Any]:
+        """The page's link rows and candidates. A page that says nofollow (meta robots or
+        X-Robots-Tag) has its links recorded as meta_nofollow and none queued, unless
+        scope.follow_nofollow, the rule rel=nofollow follows; its canonical hint and the
+        parent paths are not links it offers, and stand."""
         base = lease.url
         if parsed["base_href"]:
             try:
                 base = normalize(parsed["base_href"], lease.url, self.guard.tracking)
             except BadUrl:
                 base = lease.url
-        return self.guard.page_links(parsed["links"], base, lease.url, lease.depth,
+        rows = self.guard.page_links(parsed["links"], base, lease.url, lease.depth,
                                      self._policies.get(lease.origin), parsed["canonical"])  # fmt: skip
+        if not nofollow or self.cfg.scope.follow_nofollow:
+            return rows
+        # the links scope would have queued (admitted or robots-blocked); rejected ones keep
+        # the reason that came first, as a rel=nofollow link keeps its own
+        return [({**row, "reason": Reason.META_NOFOLLOW.value}, None)
+                if row["kind"] == "link" and cand is not None else (row, cand)
+                for row, cand in rows]  # fmt: skip
 
     def _checked(
         self,
@@ -703,7 +736,7 @@ class FetchBatch:
             "depth": 0, "status": resp.status, "reason": status.value,
             "content_type": resp.headers.get("content-type"), "bytes": len(resp.body),
             "started_at": resp.started_at, "elapsed_s": round(resp.elapsed_s, 6),
-            "etag": None, "last_modified": None, "location": resp.headers.get("location"),
+            "etag": None, "last_modified": None, "location": _redacted(resp.headers.get("location")),
             "lease_id": task.lease_id, "fence": 0, "attempt": 1, "robots_version": None,
             "error": resp.detail, "body_key": None,
         }  # fmt: skip
@@ -803,3 +836,8 @@ def _conditional(lease: Lease) -> bool:
     """Were validators sent? Not to an origin whose validators proved misleading: there the
     content hash alone decides (seed 003 decision 16)."""
     return lease.conditional and bool(lease.etag or lease.last_modified)
+
+
+def _redacted(location: str | None) -> str | None:
+    """A Location header as the fetch record keeps it: credentials never stored."""
+    return None if location is None else redact_userinfo(location)

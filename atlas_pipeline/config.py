@@ -20,7 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import defaults as d
 from .errors import ConfigError
-from .urls import BadUrl, TrackingParams, TrackingPolicy, canonical_host, host_of, normalize
+from .robots import crawler_token
+from .urls import (
+    BadUrl,
+    TrackingParams,
+    TrackingPolicy,
+    canonical_host,
+    has_userinfo,
+    host_of,
+    normalize,
+    redact_userinfo,
+)
 
 ENV_CONFIG = "ATLAS_CONFIG"
 ENV_DATA_DIR = "ATLAS_DATA_DIR"
@@ -46,7 +56,11 @@ class Politeness(_Section):
     bucket: Literal["origin", "domain", "ip"] = "origin"
     """One clock and in-flight cap per origin, per registrable domain or per IP address."""
     adaptive_max_gap_s: float = Field(d.ADAPTIVE_MAX_GAP_S, ge=0)
-    """Errors and slow answers double an origin's gap up to this; successes narrow it (0: off)."""
+    """Overload (429, timeout, slow or repeated 5xx) doubles an origin's gap up to this (0: off)."""
+    overload_share: float = Field(d.OVERLOAD_SHARE, gt=0, le=1)
+    """Recent 5xx share from which a URL's repeated 5xx slows its origin (else: a page hiccup)."""
+    recover_steps: int = Field(d.RECOVER_STEPS, ge=1, le=1000)
+    """Healthy answers that raise an origin's rate back from its slowest to the configured one."""
     classes: dict[str, list[str]] = Field(default_factory=dict)
     """Fairness classes: class name -> hosts or registrable domains; others are their own class."""
     class_quota: float = Field(d.CLASS_QUOTA, gt=0, le=1)
@@ -76,11 +90,11 @@ class Scope(_Section):
     max_url_length: int = Field(d.MAX_URL_LENGTH, ge=16)
     """Longer URLs are rejected."""
     follow_nofollow: bool = False
-    """Whether links marked rel=nofollow are followed."""
+    """Whether nofollow links are followed: rel=nofollow ones, and all of a nofollow page's."""
     allowed_domains: list[str] = Field(default_factory=list)
     """Registrable domains (public-suffix aware) whose every host may be crawled."""
     session_params: list[str] = Field(default_factory=lambda: list(d.SESSION_PARAMS))
-    """Query keys naming a visitor, not a page: dropped from links (with ;jsessionid= too)."""
+    """Session-id keys: dropped from links when the value looks like a token (;jsessionid= too)."""
     page_params: list[str] = Field(default_factory=lambda: list(d.PAGE_PARAMS))
     """Query keys holding a page number (besides /page/N paths)."""
     max_page_number: int = Field(d.MAX_PAGE_NUMBER, ge=1)
@@ -93,6 +107,10 @@ class Scope(_Section):
     """URLs per origin that differ only in their digits (path_pattern_cap)."""
     max_calendar_urls: int = Field(d.MAX_CALENDAR_URLS, ge=1)
     """URLs per origin that differ only in a date, such as calendar pages (calendar_cap)."""
+    max_path_variants: int = Field(d.MAX_PATH_VARIANTS, ge=1)
+    """Worded query strings per origin and path, whatever their keys (path_variant_cap)."""
+    novelty_window: int = Field(d.NOVELTY_WINDOW, ge=1)
+    """A path's query variants fetched in a row with no new URL or text before they stop (trap_no_novelty)."""
     bloom_prefilter: int = Field(0, ge=0)
     """Known-URL Bloom prefilter sized for this many URLs (0: off); "maybe" is always checked."""
 
@@ -389,12 +407,20 @@ class CrawlConfig(_Section):
     @field_validator("user_agent")
     @classmethod
     def _ua_has_token(cls, ua: str) -> str:
-        if (
-            not ua.strip()
-            or not ua.split("/")[0].strip().replace("-", "").replace("_", "").isalnum()
-        ):
-            raise ValueError("must start with a product token such as 'AtlasBot/1.0'")
-        return ua.strip()
+        # RFC 9309 2.2.1: robots.txt groups name a product token [a-zA-Z_-]+, matched whole;
+        # "Bot2000" or "Bötli" would match no group (or another crawler's), so refuse it here.
+        ua = ua.strip()
+        name = ua.split("/", 1)[0].strip(" \t")
+        if not name:
+            raise ValueError("must start with a product token, e.g. 'AtlasBot/1.0'")
+        if crawler_token(ua) is None:
+            raise ValueError(
+                f"product token {name!r} must be letters, '_' or '-' (RFC 9309 2.2.1), "
+                "e.g. 'AtlasBot/1.0'"
+            )
+        if any((ch < " " and ch != "\t") or ch == "\x7f" for ch in ua):
+            raise ValueError("must be one line without control characters (an HTTP header)")
+        return ua
 
     @field_validator("bodies_url")
     @classmethod
@@ -407,6 +433,11 @@ class CrawlConfig(_Section):
     @classmethod
     def _seed_urls(cls, seeds: list[str]) -> list[str]:
         for seed in seeds:
+            if has_userinfo(seed):  # checked first: no message may repeat the credentials
+                raise ValueError(
+                    f"seed {redact_userinfo(seed)!r} names a user or password (user:password@"
+                    "host): refused, as credentials are never stored or sent; remove them"
+                )
             _check_http_url(seed)
         return seeds
 
@@ -438,8 +469,12 @@ class CrawlConfig(_Section):
     # derived values ---------------------------------------------------------------
     @property
     def robots_token(self) -> str:
-        """The product token robots.txt groups are matched against (e.g. 'AtlasBot')."""
-        return self.user_agent.split("/")[0].strip()
+        """The product token robots.txt groups are matched against (e.g. 'AtlasBot'): the
+        user agent's name before '/', an RFC 9309 2.2.1 identifier (checked on load)."""
+        token = crawler_token(self.user_agent)
+        if token is None:  # only a model built without validation gets here
+            raise ValueError(f"user_agent {self.user_agent!r} has no valid product token")
+        return token
 
     @property
     def lake_path(self) -> Path:

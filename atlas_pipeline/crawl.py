@@ -44,10 +44,12 @@ class Engine:
             aging_per_hour=politeness.aging_per_hour, resolve=tuple(cfg.resolve.items()),
             discovery_share=cfg.recrawl.discovery_share,
             untrusted_after=cfg.recrawl.untrusted_after,
+            overload_share=politeness.overload_share, recover_steps=politeness.recover_steps,
         )  # fmt: skip
         scope = cfg.scope
         caps = TrapCaps(scope.max_query_variants, scope.max_pattern_urls, scope.max_calendar_urls,
-                        scope.bloom_prefilter)  # fmt: skip
+                        scope.bloom_prefilter, scope.max_path_variants,
+                        scope.novelty_window)  # fmt: skip
         store = open_store(cfg.coordination, policy, scope.max_pages_per_origin, caps)
         bodies = open_bodies(cfg.bodies_url, cfg.bodies_path)
         return cls(cfg, store, bodies, Lake(cfg.lake_path))

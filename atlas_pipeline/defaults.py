@@ -19,6 +19,8 @@ CLASS_WINDOW_S = 60.0  # half-life of the attempt counts behind the class quota
 STARVATION_BOUND_S = 30.0  # an origin waiting longer is served next, quota or not
 AGING_PER_HOUR = 0.01  # priority gained per hour queued (depth priorities step by 0.1)
 ADAPTIVE_MAX_GAP_S = 60.0  # an origin's adaptive gap widens on errors up to this
+OVERLOAD_SHARE = 0.5  # recent 5xx share from which a repeated 5xx means the origin struggles
+RECOVER_STEPS = 10  # healthy answers that undo any adaptive widening
 
 # Scope
 MAX_DEPTH = 8  # link hops from a seed
@@ -83,14 +85,20 @@ TRACKING_PARAMS = (
     "mc_eid",
     "_ga",
 )
+# Query keys that may hold a session id; one is dropped only when its value also looks like a
+# session token (traps.looks_like_session_token). No ordinary word here: `s` is WordPress's search.
 SESSION_PARAMS = ("sid", "sessionid", "session_id", "jsessionid", "phpsessid", "aspsessionid",
-                  "cfid", "cftoken", "zenid", "s")  # fmt: skip
+                  "cfid", "cftoken", "zenid")  # fmt: skip
 PAGE_PARAMS = ("page", "p", "pg", "paged", "pagenum", "offset", "start")
 MAX_PAGE_NUMBER = 50  # deeper pagination is cut (pagination_cap)
 MAX_REPEATED_SEGMENTS = 2  # /a/a/ is fine, /a/a/a/ is a relative link feeding on itself
 MAX_QUERY_VARIANTS = 100  # worded query strings per path and key set (facets, searches)
 MAX_PATTERN_URLS = 5000  # URLs per origin that differ only in their digits
 MAX_CALENDAR_URLS = 36  # ... when those digits are dates: three years of months
+# filters added and removed in any order make each subset and order of keys a key set of its
+# own, so query variants are also capped per path across all key sets
+MAX_PATH_VARIANTS = 200
+NOVELTY_WINDOW = 8  # fetched variants of a path that bring nothing new before they stop
 INDEX_BATCH_SIZE = 100  # events per indexer request
 DEDUPE_THRESHOLD = 0.8  # MinHash-estimated Jaccard for a near-duplicate candidate
 DEDUPE_NUM_PERM = 128

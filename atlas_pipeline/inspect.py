@@ -23,7 +23,7 @@ from .coordination import Suppression
 from .crawl import Engine
 from .errors import AtlasError
 from .lake import Lake
-from .reasons import Reason
+from .reasons import Reason, explain
 from .robots import RobotsPolicy, RobotsStatus
 from .scope import ScopeGuard
 from .traps import strip_session_ids
@@ -98,7 +98,14 @@ class Inspection:
         }  # fmt: skip
         if self.hint:
             out["hint"] = self.hint
+        out["reasons"] = self.explained()
         return {k: _plain(v) for k, v in out.items()}
+
+    def explained(self) -> dict[str, str]:
+        """Each reason code this inspection shows that has an explanation, with it."""
+        rows = [self.catalogue or {}, *self.links, *self.fetches, *self.documents]
+        codes = [str(r[k]) for r in rows for k in ("reason", "final_reason") if r.get(k)]
+        return {code: text for code in dict.fromkeys(codes) if (text := explain(code))}
 
 
 # ---------------------------------------------------------------- gathering
@@ -385,7 +392,8 @@ def _unknown_hint(engine: Engine, ins: Inspection) -> str:
     if said in (Reason.ADMITTED.value, Reason.ROBOTS_DISALLOWED.value):
         return hint + ("; it is in scope: no fetched page links to it yet (add it to seeds, "
                        "or crawl more cycles)")  # fmt: skip
-    return hint + f"; this config's scope would reject it: {said}"
+    why = explain(said)
+    return hint + f"; this config's scope would reject it: {said}" + (f" ({why})" if why else "")
 
 
 # ---------------------------------------------------------------- text report
@@ -403,6 +411,8 @@ def render(ins: Inspection, limit: int = LIST_LIMIT) -> str:
     if not ins.known:
         out += ["", f"hint: {ins.hint}"]
         return "\n".join(out) + "\n"
+    if reasons := ins.explained():
+        out += ["", "Reasons", *(f"  {code}: {text}" for code, text in reasons.items())]
     out += ["", *_discovery_lines(ins, limit)]
     out += ["", *_catalogue_lines(ins)]
     out += ["", f"Fetches ({len(ins.fetches)})"]

@@ -14,6 +14,7 @@ class Reason(StrEnum):
     ALREADY_KNOWN = "already_known"
     BAD_URL = "bad_url"
     SCHEME_NOT_ALLOWED = "scheme_not_allowed"
+    USERINFO = "userinfo_refused"  # user:password@ in the URL: never stored nor sent
     HOST_NOT_ALLOWED = "host_not_allowed"
     MAX_DEPTH = "max_depth"
     URL_TOO_LONG = "url_too_long"
@@ -24,10 +25,15 @@ class Reason(StrEnum):
     ROBOTS_UNREACHABLE = "robots_unreachable"
     ROBOTS_THROTTLED = "robots_throttled"
     ROBOTS_RECHECK = "robots_recheck"  # blocked before; judged again against the newest rules
+    # page directives (directives.py): <meta name="robots">, <meta name="<token>">, X-Robots-Tag
+    META_NOFOLLOW = "meta_nofollow"  # links table: its page says nofollow, so not queued
+    NOINDEX = "noindex"  # documents / index_ready: stored, never sent to the indexer
     # traps (traps.py): caps on URL spaces that never end
     QUERY_VARIANT_CAP = "query_variant_cap"  # facets, search terms: too many query strings
     PATTERN_CAP = "path_pattern_cap"  # too many URLs differing only in their digits
     CALENDAR_CAP = "calendar_cap"  # ... and those digits are dates
+    PATH_VARIANT_CAP = "path_variant_cap"  # too many query strings of one path, any keys
+    TRAP_NO_NOVELTY = "trap_no_novelty"  # the path's last variants fetched brought nothing new
     PAGINATION_CAP = "pagination_cap"  # a page number past limits
     REPEATING_PATH = "repeating_path"  # /a/a/a/: a relative link feeding on itself
     # egress
@@ -66,3 +72,24 @@ class Reason(StrEnum):
     # frontier selection
     REVISIT_DUE = "revisit_due"
     CARRIED_OVER = "carried_over"
+
+
+# What `atlas inspect` prints beside a code: why the crawl decided so, in one line. Codes
+# without an entry are named only; a new code that a user can meet should get one.
+EXPLANATIONS: dict[str, str] = {
+    Reason.USERINFO: "the link names a user or password (user:password@host): refused so the "
+    "credentials are never stored or sent; the stored href shows them as ***",
+    Reason.META_NOFOLLOW: "the linking page's robots meta tag or X-Robots-Tag header says "
+    "nofollow, so its links are recorded but not queued",
+    Reason.NOINDEX: "the page's robots meta tag or X-Robots-Tag header says noindex: the "
+    "document is stored but not indexed, and an earlier indexed copy is deleted",
+    Reason.PATH_VARIANT_CAP: "the path already has scope.max_path_variants worded query "
+    "strings, whatever their keys (filters combined in any order)",
+    Reason.TRAP_NO_NOVELTY: "the last scope.novelty_window fetched query variants of this "
+    "path found no new URL and no new text, so its variants are no longer admitted",
+}
+
+
+def explain(code: str) -> str | None:
+    """The one-line explanation of a reason code, None when it has none."""
+    return EXPLANATIONS.get(code)

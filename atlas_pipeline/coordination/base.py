@@ -55,6 +55,8 @@ class OriginPolicy:
     resolve: tuple[tuple[str, str], ...] = ()  # host -> IP for "ip" buckets (else DNS)
     discovery_share: float = 0.0  # of each origin's cycle budget, kept for never-fetched URLs
     untrusted_after: int = 3  # misleading validator answers before an origin goes unconditional
+    overload_share: float = 0.5  # 5xx share at which a repeated 5xx slows the whole origin
+    recover_steps: int = 10  # healthy answers that undo any adaptive widening of the gap
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,8 @@ class TrapCaps:
     pattern_urls: int = 5000  # URLs per digit pattern (/item?id=9, /page/9)
     calendar_urls: int = 36  # URLs per digit pattern whose digits are a date (calendars)
     bloom_capacity: int = 0  # > 0: a Bloom prefilter of known URLs this large (a speed aid)
+    path_variants: int = 200  # worded query strings per path, all key sets together
+    novelty_window: int = 8  # variants of a path fetched in a row with nothing new: stop it
 
 
 @dataclass(frozen=True, slots=True)

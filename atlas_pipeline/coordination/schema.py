@@ -322,4 +322,31 @@ MIGRATIONS.append(
     )
 )
 
-LATEST = MIGRATIONS[-1][0]
+MIGRATIONS.append(
+    # Adaptive pacing tells a page's hiccup from an origin's overload by the moving share of
+    # 5xx answers (politeness.adapt).
+    (19, ["ALTER TABLE origins ADD COLUMN stress REAL NOT NULL DEFAULT 0"])
+)
+
+MIGRATIONS.append(
+    # The novelty rule (traps.judge_novelty) keeps one row per (origin, path) whose query
+    # variants were fetched; "new content" asks which URLs already hold a document's text.
+    # The per-path variant counters (kind 'path' in trap_counts) are filled by the store.
+    (
+        20,
+        [
+            """CREATE TABLE trap_novelty (
+                origin TEXT NOT NULL,
+                path TEXT NOT NULL,
+                fetched BIGINT NOT NULL,
+                barren BIGINT NOT NULL,
+                stopped INTEGER NOT NULL,
+                stopped_at REAL,
+                PRIMARY KEY (origin, path)
+            )""",
+            "CREATE INDEX urls_document ON urls (document_id)",
+        ],
+    )
+)
+
+LATEST = max(version for version, _ in MIGRATIONS)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 import socket
 import sqlite3
 import threading
@@ -21,10 +20,21 @@ from typing import Any
 from rbloom import Bloom
 
 from ..errors import CoordinationError, StaleAttempt, StoreUnavailable
-from ..politeness import bucket_of, class_of, decayed, over_quota
+from ..frontier import split_budget
+from ..politeness import (
+    Answer,
+    Pacing,
+    PacingRule,
+    adapt,
+    bucket_of,
+    class_of,
+    decayed,
+    over_quota,
+)
 from ..reasons import Reason
+from ..recrawl import validators_trusted
 from ..robots import RobotsPolicy, RobotsStatus
-from ..traps import TrapKeys, trap_keys
+from ..traps import Novelty, TrapKeys, VariantFetch, judge_novelty, trap_keys
 from ..urls import registrable_domain
 from .base import (
     POLICY_KEYS,
@@ -58,11 +68,6 @@ _BATCH = 200  # rows per multi-row statement (18 parameters a URL row)
 _INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
     (fetch_id, cycle, shard, url, fence, record, links, document, body_key, committed_at)
     VALUES (?,?,?,?,?,?,?,?,?,?)"""
-# Answers that mean "slow down" to the adaptive pacing (429 and 503 also back off outright).
-_PACING_ERRORS = frozenset(
-    {Reason.HTTP_SERVER_ERROR.value, Reason.HTTP_THROTTLED.value, Reason.TIMEOUT.value,
-     Reason.NETWORK_ERROR.value}
-)  # fmt: skip
 # An operator pause of the origin itself or of its registrable domain (correlated on `o`).
 _PAUSED = """SELECT 1 FROM pauses p WHERE (p.scope = 'origin' AND p.value = o.origin)
              OR (p.scope = 'domain' AND p.value = o.registrable_domain)"""
@@ -188,6 +193,7 @@ class SqliteStore:
             self._regroup(c)
             self._backfill_trap_keys(c)
             self._backfill_trap_counts(c)
+            self._backfill_path_counts(c)
             self._backfill_url_digests(c)
             # records from before migration 17 count as committed now: retention starts there
             c.execute("UPDATE fetch_records SET committed_at = ? WHERE committed_at IS NULL",
@@ -228,6 +234,21 @@ class SqliteStore:
                     WHERE {column} IS NOT NULL GROUP BY origin, {column}"""
             )
         c.execute("INSERT INTO store_settings VALUES ('trap_counts', 'done')")
+
+    def _backfill_path_counts(self, c: Conn) -> None:
+        """Per-path variant counters (kind 'path') of a catalogue from before migration 20,
+        summed from its per-key-set ones once."""
+        if c.execute("SELECT 1 FROM store_settings WHERE key = 'trap_path_counts'").fetchone():
+            return
+        paths: Counter[tuple[str, str, str]] = Counter()
+        for origin, key, n in c.execute(
+            "SELECT origin, key, n FROM trap_counts WHERE kind = 'query'"
+        ).fetchall():
+            paths[(origin, "path", key.partition("?")[0])] += int(n)
+        c.execute("DELETE FROM trap_counts WHERE kind = 'path'")
+        c.executemany("INSERT INTO trap_counts (origin, kind, key, n) VALUES (?, ?, ?, ?)",
+                      [(*k, n) for k, n in sorted(paths.items())])  # fmt: skip
+        c.execute("INSERT INTO store_settings VALUES ('trap_path_counts', 'done')")
 
     def _regroup(self, c: Conn) -> None:
         """Buckets and fairness classes follow the config: recompute them when it changed."""
@@ -427,19 +448,28 @@ class SqliteStore:
     def _trap_counts(
         self, c: Conn, fresh: list[Candidate], keys: dict[str, TrapKeys]
     ) -> Counter[tuple[str, str, str]]:
-        """URLs already in the catalogue per (origin, kind, key) for the keys of `fresh`."""
+        """URLs already in the catalogue per (origin, kind, key) for the keys of `fresh`, and
+        1 under (origin, 'stopped', path) for each of their paths the novelty rule stopped (in
+        the same statement: no extra round trip per discovery)."""
         counts: Counter[tuple[str, str, str]] = Counter()
         wanted = sorted(
-            {(x.origin, kind, k) for x in fresh for kind in ("pattern", "query")
+            {(x.origin, kind, k) for x in fresh for kind in _TRAP_KINDS
              for k in [_trap_key(keys[x.url], kind)] if k is not None}
         )  # fmt: skip
-        for i in range(0, len(wanted), _BATCH):
-            part = wanted[i : i + _BATCH]
-            marks = " OR ".join(["(origin = ? AND kind = ? AND key = ?)"] * len(part))
-            for row in c.execute(
-                f"SELECT origin, kind, key, n FROM trap_counts WHERE {marks}",
-                [v for triple in part for v in triple],
-            ):
+        paths = sorted({(x.origin, p) for x in fresh if (p := keys[x.url].path_key) is not None})
+        for i in range(0, max(len(wanted), len(paths)), _BATCH):
+            part, stops = wanted[i : i + _BATCH], paths[i : i + _BATCH]
+            selects, params = [], []
+            if part:
+                marks = " OR ".join(["(origin = ? AND kind = ? AND key = ?)"] * len(part))
+                selects.append(f"SELECT origin, kind, key, n FROM trap_counts WHERE {marks}")
+                params += [v for triple in part for v in triple]
+            if stops:
+                marks = " OR ".join(["(origin = ? AND path = ?)"] * len(stops))
+                selects.append("SELECT origin, 'stopped', path, stopped FROM trap_novelty "
+                               f"WHERE stopped = 1 AND ({marks})")  # fmt: skip
+                params += [v for pair in stops for v in pair]
+            for row in c.execute(" UNION ALL ".join(selects), params):
                 counts[(row[0], row[1], row[2])] = int(row[3])
         return counts
 
@@ -448,7 +478,7 @@ class SqliteStore:
         every writer (no lock-order deadlocks on PostgreSQL)."""
         added: Counter[tuple[str, str, str]] = Counter()
         for origin, k in inserted:
-            for kind in ("pattern", "query"):
+            for kind in _TRAP_KINDS:
                 key = _trap_key(k, kind)
                 if key is not None:
                     added[(origin, kind, key)] += 1
@@ -461,13 +491,19 @@ class SqliteStore:
     def _trap_cut(
         self, x: Candidate, keys: TrapKeys, counts: Counter[tuple[str, str, str]]
     ) -> str | None:
-        """The cap reason when admitting `x` would pass a trap cap; else count it in."""
+        """The cap reason when admitting `x` would pass a trap cap (or its path's variants
+        are stopped for no novelty); else count it in."""
+        if keys.path_key is not None and counts[(x.origin, "stopped", keys.path_key)]:
+            return Reason.TRAP_NO_NOVELTY.value
         pattern_cap = self.caps.calendar_urls if keys.dated else self.caps.pattern_urls
         checks = [("pattern", keys.pattern, pattern_cap,
                    Reason.CALENDAR_CAP if keys.dated else Reason.PATTERN_CAP)]  # fmt: skip
         if keys.query_key is not None:
             checks.append(("query", keys.query_key, self.caps.query_variants,
                            Reason.QUERY_VARIANT_CAP))  # fmt: skip
+        if keys.path_key is not None:
+            checks.append(("path", keys.path_key, self.caps.path_variants,
+                           Reason.PATH_VARIANT_CAP))  # fmt: skip
         for kind, key, cap, reason in checks:
             if counts[(x.origin, kind, key)] >= cap:
                 return reason.value
@@ -568,33 +604,18 @@ class SqliteStore:
         return self.frontier_rows(cycle, shard)
 
     def _split_budget(self, due: list[Row], counts: dict[str, int]) -> list[Row]:
-        """Each origin's free budget, in priority order, with `discovery_share` of it kept
-        for never-fetched URLs and the rest for revisits, so neither starves the other; a
-        share one side cannot use goes to the other. `counts` is advanced."""
-        share = self.default_policy.discovery_share
+        """Each origin's picks under its free budget (frontier.split_budget); `counts` is
+        advanced."""
         by_origin: dict[str, list[Row]] = {}
         for row in due:
             by_origin.setdefault(row["origin"], []).append(row)
         picked: list[Row] = []
         for origin, rows in by_origin.items():
             free = self.cycle_budget - counts.get(origin, 0)
-            if free <= 0:
-                continue
-            new = [r for r in rows if r["state"] not in _REVISITED]
-            for_new = min(len(new), math.ceil(free * share))
-            for_old = min(len(rows) - len(new), free - for_new)
-            spare = free - for_new - for_old
-            mine: list[Row] = []
-            for row in rows:
-                if row["state"] in _REVISITED and for_old > 0:
-                    for_old -= 1
-                elif row["state"] not in _REVISITED and for_new > 0:
-                    for_new -= 1
-                elif spare > 0:
-                    spare -= 1
-                else:
-                    continue
-                mine.append(row)
+            revisit = [row["state"] in _REVISITED for row in rows]
+            mine = [
+                rows[i] for i in split_budget(revisit, free, self.default_policy.discovery_share)
+            ]
             counts[origin] = counts.get(origin, 0) + len(mine)
             picked += mine
         return picked
@@ -895,36 +916,32 @@ class SqliteStore:
         return applied
 
     def _adapt(self, c: Conn, results: Sequence[tuple[Lease, Outcome]]) -> None:
-        """AIMD pacing per origin: an error or a slow answer doubles the origin's gap (up to
-        adaptive_max_gap_s); any other answer narrows it by a tenth of the base gap."""
-        by_origin: dict[str, list[Outcome]] = {}
+        """AIMD pacing per origin (politeness.adapt): read each origin's pacing state, apply
+        the rule to its answers in commit order, write the decision."""
+        by_origin: dict[str, list[tuple[Lease, Outcome]]] = {}
         for lease, outcome in results:
-            by_origin.setdefault(lease.origin, []).append(outcome)
+            by_origin.setdefault(lease.origin, []).append((lease, outcome))
         marks = ",".join("?" * len(by_origin))
         rows = c.execute(
-            f"""SELECT origin, min_gap_s, adapt_gap_s, latency_s FROM origins
+            f"""SELECT origin, min_gap_s, adapt_gap_s, latency_s, stress FROM origins
                 WHERE origin IN ({marks}) ORDER BY origin"""
             + self._for_update,
             sorted(by_origin),
         ).fetchall()
-        cap = self.default_policy.adaptive_max_gap_s
+        p = self.default_policy
+        rule = PacingRule(p.adaptive_max_gap_s, p.overload_share, p.recover_steps)
         updates = []
         for row in rows:
-            base, extra = float(row["min_gap_s"]), float(row["adapt_gap_s"])
             latency = None if row["latency_s"] is None else float(row["latency_s"])
-            for outcome in by_origin[row["origin"]]:
-                elapsed = outcome.record.get("elapsed_s")
-                slow = (
-                    latency is not None and elapsed is not None and elapsed > max(2 * latency, 1.0)
-                )
-                if outcome.reason in _PACING_ERRORS or slow:
-                    extra = max(0.0, min(cap, max(2 * (base + extra), 0.25)) - base)
-                else:
-                    extra = max(0.0, extra - 0.1 * max(base, 0.25))
-                if elapsed is not None and outcome.reason not in _PACING_ERRORS:
-                    latency = elapsed if latency is None else 0.8 * latency + 0.2 * elapsed
-            updates.append((extra, latency, row["origin"]))
-        c.executemany("UPDATE origins SET adapt_gap_s = ?, latency_s = ? WHERE origin = ?", updates)
+            state = Pacing(float(row["adapt_gap_s"]), latency, float(row["stress"]))
+            for lease, outcome in by_origin[row["origin"]]:
+                answer = Answer(outcome.reason, lease.attempts, outcome.record.get("elapsed_s"))
+                state = adapt(state, answer, float(row["min_gap_s"]), rule)
+            updates.append((state.extra_gap_s, state.latency_s, state.stress, row["origin"]))
+        c.executemany(
+            "UPDATE origins SET adapt_gap_s = ?, latency_s = ?, stress = ? WHERE origin = ?",
+            updates,
+        )
 
     def _apply_all(
         self, c: Conn, results: Sequence[tuple[Lease, Outcome]], now: float
@@ -960,8 +977,8 @@ class SqliteStore:
         return bool(cur.rowcount == 1)
 
     def _note_validators(self, c: Conn, results: Sequence[tuple[Lease, Outcome]]) -> None:
-        """Count each origin's answers to conditional requests; past `untrusted_after`
-        misleading ones (and more misleading than honest) it is fetched unconditionally."""
+        """Count each origin's answers to conditional requests and judge its validators
+        again (recrawl.validators_trusted)."""
         seen: dict[str, list[int]] = {}
         for lease, outcome in results:
             if outcome.validators is not None:
@@ -970,17 +987,26 @@ class SqliteStore:
                 n[1] += outcome.validators == "misleading"
         if not seen:
             return
+        marks = ",".join("?" * len(seen))
+        rows = c.execute(
+            f"""SELECT origin, validator_checks, validator_misses, validators_trusted FROM origins
+                WHERE origin IN ({marks}) ORDER BY origin"""
+            + self._for_update,
+            sorted(seen),
+        ).fetchall()
+        updates = []
+        for row in rows:
+            answered, misled = seen[row["origin"]]
+            checks = int(row["validator_checks"]) + answered
+            misses = int(row["validator_misses"]) + misled
+            trusted = validators_trusted(
+                bool(row["validators_trusted"]), checks, misses, self.default_policy.untrusted_after
+            )
+            updates.append((checks, misses, int(trusted), row["origin"]))
         c.executemany(
-            """UPDATE origins SET validator_checks = validator_checks + ?,
-                 validator_misses = validator_misses + ?,
-                 validators_trusted = CASE WHEN validator_misses + ? >= ?
-                   AND 2 * (validator_misses + ?) > validator_checks + ? THEN 0
-                   ELSE validators_trusted END
-               WHERE origin = ?""",
-            [
-                (n, m, m, self.default_policy.untrusted_after, m, n, o)
-                for o, (n, m) in sorted(seen.items())
-            ],
+            """UPDATE origins SET validator_checks = ?, validator_misses = ?,
+                 validators_trusted = ? WHERE origin = ?""",
+            updates,
         )
 
     def _write_records(
@@ -988,7 +1014,8 @@ class SqliteStore:
     ) -> None:
         # One discovery for every page of the group: three statements, not three per page.
         cands = [cand for _, o in results for _, cand in o.links if cand is not None]
-        decisions = iter(self._discover(c, cands, cycle, now))
+        decided = self._discover(c, cands, cycle, now)
+        decisions = iter(decided)
         records = []
         for lease, outcome in results:
             rows = [{**row, "reason": next(decisions) if cand is not None else row["reason"]}
@@ -1002,6 +1029,90 @@ class SqliteStore:
                 outcome.record.get("body_key"), now,
             ))  # fmt: skip
         c.executemany(_INSERT_RECORD, records)
+        self._note_novelty(c, results, decided, cycle, now)
+
+    def _note_novelty(
+        self,
+        c: Conn,
+        results: Sequence[tuple[Lease, Outcome]],
+        decided: list[str],
+        cycle: str,
+        now: float,
+    ) -> None:
+        """The novelty rule (traps.judge_novelty) for the query variants this group fetched:
+        what each brought (new non-variant URLs among its links' decisions, a document text
+        no other URL holds), one read of the paths' states, the rule in commit order, one
+        write; a stopped path's queued, never-fetched variants leave this cycle."""
+        reasons = iter(decided)
+        events: list[tuple[str, str, int, str | None, str]] = []
+        for lease, outcome in results:
+            found = [(cand.url, next(reasons)) for _, cand in outcome.links if cand is not None]
+            path = trap_keys(lease.url).path_key
+            if path is None or lease.kind != "page":
+                continue
+            new = sum(r not in _NOT_NEW and trap_keys(u).path_key is None for u, r in found)
+            doc = outcome.document_id if outcome.document is not None else None
+            events.append((lease.origin, path, new, doc, lease.url))
+        if not events:
+            return
+        docs = sorted({e[3] for e in events if e[3] is not None})
+        holders: dict[str, set[str]] = {}
+        for i in range(0, len(docs), _BATCH):
+            held = docs[i : i + _BATCH]
+            marks = ",".join("?" * len(held))
+            for url, doc in c.execute(
+                f"SELECT url, document_id FROM urls WHERE document_id IN ({marks})", held
+            ):
+                holders.setdefault(doc, set()).add(url)
+        firsts: dict[str, str] = {}
+        for e in events:
+            if e[3] is not None:
+                firsts.setdefault(e[3], e[4])
+        group = {e[4] for e in events}
+        keys = sorted({(e[0], e[1]) for e in events})
+        states: dict[tuple[str, str], tuple[Novelty, float | None]] = {}
+        for i in range(0, len(keys), _BATCH):
+            part = keys[i : i + _BATCH]
+            marks = " OR ".join(["(origin = ? AND path = ?)"] * len(part))
+            for row in c.execute(
+                "SELECT origin, path, fetched, barren, stopped, stopped_at FROM trap_novelty "
+                f"WHERE {marks} ORDER BY origin, path" + self._for_update,
+                [v for pair in part for v in pair],
+            ):
+                states[(row[0], row[1])] = (Novelty(int(row[2]), int(row[3]), bool(row[4])), row[5])
+        for origin, path, new, doc, url in events:
+            state, since = states.get((origin, path), (Novelty(), None))
+            fresh = doc is not None and firsts[doc] == url and not (holders.get(doc, set()) - group)
+            after = judge_novelty(state, VariantFetch(new, fresh), self.caps.novelty_window)
+            states[(origin, path)] = (after, (since or now) if after.stopped else None)
+        c.executemany(
+            """INSERT INTO trap_novelty (origin, path, fetched, barren, stopped, stopped_at)
+               VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (origin, path) DO UPDATE SET
+                 fetched = excluded.fetched, barren = excluded.barren,
+                 stopped = excluded.stopped, stopped_at = excluded.stopped_at""",
+            [(o, p, s.fetched, s.barren, int(s.stopped), at)
+             for (o, p), (s, at) in sorted(states.items())],
+        )  # fmt: skip
+        for (origin, path), (state, _) in sorted(states.items()):
+            if state.stopped:
+                self._withdraw_variants(c, origin, path, cycle)
+
+    def _withdraw_variants(self, c: Conn, origin: str, path: str, cycle: str) -> None:
+        """A stopped path's variants queued in `cycle` and never fetched go back to
+        'discovered' (reason trap_no_novelty), their budget to the origin's other URLs."""
+        cur = c.execute(
+            """UPDATE urls SET state = 'discovered', reason = ?, cycle = NULL
+               WHERE origin = ? AND cycle = ? AND state = 'eligible' AND last_fetch_at IS NULL
+                 AND substr(trap_query, 1, CAST(? AS INTEGER)) = ?""",
+            (Reason.TRAP_NO_NOVELTY.value, origin, cycle, len(path) + 1, path + "?"),
+        )
+        if cur.rowcount > 0:
+            c.execute(
+                """UPDATE origins SET admitted_count = CASE WHEN admitted_count > ?
+                     THEN admitted_count - ? ELSE 0 END
+                   WHERE origin = ? AND admitted_cycle = ?""",
+                (cur.rowcount, cur.rowcount, origin, cycle),
+            )
 
     # robots ------------------------------------------------------------------------
     def robots(self, origin: str) -> RobotsRecord | None:
@@ -1266,6 +1377,7 @@ class SqliteStore:
                            if target.matches(r[0] + "/")]  # fmt: skip
             for origin in out.origins:
                 c.execute("DELETE FROM trap_counts WHERE origin = ?", (origin,))
+                c.execute("DELETE FROM trap_novelty WHERE origin = ?", (origin,))
                 c.execute("DELETE FROM origins WHERE origin = ?", (origin,))
         return out
 
@@ -1520,7 +1632,18 @@ def url_digest(url: str) -> int:
 
 
 def _trap_key(keys: TrapKeys, kind: str) -> str | None:
-    return keys.pattern if kind == "pattern" else keys.query_key
+    if kind == "pattern":
+        return keys.pattern
+    return keys.query_key if kind == "query" else keys.path_key
+
+
+_TRAP_KINDS = ("pattern", "query", "path")  # trap_counts kinds, one counter per URL each
+# link decisions that added no URL to the catalogue (everything else inserted one)
+_NOT_NEW = frozenset(
+    {Reason.ALREADY_KNOWN.value, Reason.SUPPRESSED.value, Reason.QUERY_VARIANT_CAP.value,
+     Reason.PATTERN_CAP.value, Reason.CALENDAR_CAP.value, Reason.PATH_VARIANT_CAP.value,
+     Reason.TRAP_NO_NOVELTY.value}
+)  # fmt: skip
 
 
 def _selection_reason(state: str) -> str:

@@ -7,6 +7,7 @@ code never imports it.
 from __future__ import annotations
 
 from .changing import CHANGING_HOSTS, Changing
+from .directives import DIRECTIVES_HOSTS, DirectivePages
 from .dupes import DUPES_HOSTS, Dupes
 from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
 from .indexer import (
@@ -34,6 +35,7 @@ __all__ = [
     "DEFAULT_INDEXER_PORT",
     "DEFAULT_TRAP_SCALE",
     "DEFAULT_USER_AGENT_TOKEN",
+    "DIRECTIVES_HOSTS",
     "DUPES_HOSTS",
     "EXTERNAL_HOST",
     "FIXED_HOSTS",
@@ -44,6 +46,7 @@ __all__ = [
     "TRAP_HOSTS",
     "CanaryServer",
     "Changing",
+    "DirectivePages",
     "Dupes",
     "EventStore",
     "Hostile",

@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web as aio_web
 
 from .changing import CHANGING_HOSTS, Changing
+from .directives import DIRECTIVES_HOSTS, DirectivePages
 from .dupes import DUPES_HOSTS, Dupes
 from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
 from .lab import Lab
@@ -153,9 +154,11 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
             loop.add_signal_handler(sig, stop.set)
 
 
-def _bump_on_sigusr1(web: SandboxWeb, changing: Changing | None) -> None:
-    """On SIGUSR1, advance the generation of ``web`` (and ``changing``) and print
-    ``generation N``, the line a parent process waits for."""
+def _bump_on_sigusr1(
+    web: SandboxWeb, changing: Changing | None, directives: DirectivePages | None = None
+) -> None:
+    """On SIGUSR1, advance the generation of ``web`` (and ``changing``, ``directives``) and
+    print ``generation N``, the line a parent process waits for."""
     sig = getattr(signal, "SIGUSR1", None)
     if sig is None:
         return  # no SIGUSR1 on this platform: generations stay at 0
@@ -164,6 +167,8 @@ def _bump_on_sigusr1(web: SandboxWeb, changing: Changing | None) -> None:
         generation = web.bump_generation()
         if changing is not None:
             changing.bump_generation()
+        if directives is not None:
+            directives.bump_generation()
         print(f"generation {generation}", flush=True)
 
     # As for the stop signals: only the main thread can handle signals.
@@ -178,7 +183,8 @@ class SandboxServer:
     real port, so the absolute links pages contain point at this server. ``hostile`` also
     serves the hostile origins (hostile.py), pointing at the canary on ``canary_port``;
     ``traps`` the trap origins (traps.py) at ``trap_scale``; ``dupes`` the duplicate-content
-    origin (dupes.py); ``changing`` the changing-content origins (changing.py).
+    origin (dupes.py); ``changing`` the changing-content origins (changing.py);
+    ``directives`` the robots-directive origin (directives.py).
     """
 
     def __init__(
@@ -193,6 +199,7 @@ class SandboxServer:
         trap_scale: int = DEFAULT_TRAP_SCALE,
         dupes: bool = False,
         changing: bool = False,
+        directives: bool = False,
     ) -> None:
         self.web = web
         self.host = _loopback(host)
@@ -201,6 +208,7 @@ class SandboxServer:
         self.traps = Traps(trap_scale) if traps else None  # a bad scale fails before the log opens
         self.dupes = Dupes() if dupes else None
         self.changing = Changing() if changing else None
+        self.directives = DirectivePages() if directives else None
         self.log = RequestLog(log_path)
         self._server = LoopThread("atlas-sandbox-web", _nothing, _cleanup_app)
 
@@ -223,18 +231,21 @@ class SandboxServer:
         if self.changing is not None:
             self.changing.port = self.port
         app = make_app(self.web, self.log, hostile=self.hostile, traps=self.traps,
-                       dupes=self.dupes, changing=self.changing)  # fmt: skip
+                       dupes=self.dupes, changing=self.changing,
+                       directives=self.directives)  # fmt: skip
         self._server = LoopThread("atlas-sandbox-web", lambda: _serve_app(app, sock),
                                   _cleanup_app, sock.close)  # fmt: skip
         self._server.start()
         return self
 
     def bump_generation(self) -> int:
-        """Advance the generation of ``web`` and of the changing origins; returns it (what
-        SIGUSR1 does to `atlas web`)."""
+        """Advance the generation of ``web`` and of the changing and directive origins;
+        returns it (what SIGUSR1 does to `atlas web`)."""
         generation = self.web.bump_generation()
         if self.changing is not None:
             self.changing.bump_generation()
+        if self.directives is not None:
+            self.directives.bump_generation()
         return generation
 
     def stop(self) -> None:
@@ -266,19 +277,22 @@ def serve_forever(
     trap_scale: int = DEFAULT_TRAP_SCALE,
     dupes: bool = False,
     changing: bool = False,
+    directives: bool = False,
 ) -> None:
     """Serve ``web`` in the foreground until Ctrl-C or SIGTERM (for ``atlas web``); ``lab``
     turns on the politeness lab's misbehaving origins (lab.py), ``hostile`` the hostile
     origins (hostile.py) with their links and redirects aimed at the canary on ``canary_port``,
     ``traps`` the trap origins (traps.py) with every trap's extent times ``trap_scale``,
     ``dupes`` the duplicate-content origin (dupes.py), ``changing`` the changing-content
-    origins (changing.py). SIGUSR1 advances the generation of ``web`` and of the changing
-    origins and prints ``generation N``."""
+    origins (changing.py), ``directives`` the robots-directive origin (directives.py). SIGUSR1
+    advances the generation of ``web``, of the changing and of the directive origins and
+    prints ``generation N``."""
     address = _loopback(host)
     trap_origins = Traps(trap_scale) if traps else None  # a bad scale fails before binding
     sock = _bind(address, port)
     web.port = sock.getsockname()[1]
     changing_origins = Changing(web.port) if changing else None
+    directive_origin = DirectivePages() if directives else None
     log = RequestLog(log_path)
 
     async def main() -> None:
@@ -291,6 +305,7 @@ def serve_forever(
                 trap_origins,
                 Dupes() if dupes else None,
                 changing_origins,
+                directive_origin,
             ),
             access_log=None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
@@ -299,7 +314,7 @@ def serve_forever(
         await aio_web.SockSite(runner, sock).start()
         stop = asyncio.Event()
         _stop_on_signals(stop)
-        _bump_on_sigusr1(web, changing_origins)
+        _bump_on_sigusr1(web, changing_origins, directive_origin)
         hostile_note = (
             f"; hostile origins {', '.join(HOSTILE_HOSTS)} aimed at canary port {canary_port}"
             if hostile
@@ -312,11 +327,14 @@ def serve_forever(
             if changing
             else ""
         )
+        directives_note = (
+            f"; robots-directive origin {', '.join(DIRECTIVES_HOSTS)}" if directives else ""
+        )
         print(
             f"Atlas sandbox web: {len(web.hosts)} origins on {_base_url(address, web.port)}"
             f" (routed by Host, e.g. {web.seed_urls()[0]}); "
             f"request log: {log_path if log_path is not None else 'in memory only'}"
-            f"{hostile_note}{trap_note}{dupes_note}{changing_note}",
+            f"{hostile_note}{trap_note}{dupes_note}{changing_note}{directives_note}",
             flush=True,
         )
         try:

@@ -18,6 +18,8 @@ from aiohttp import web as aio_web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from .changing import Changing
+from .directives import Answer as DirectiveAnswer
+from .directives import DirectivePages
 from .dupes import Dupes
 from .hostile import Answer, Hostile, Stream
 from .lab import Lab
@@ -229,14 +231,16 @@ def make_app(
     traps: Traps | None = None,
     dupes: Dupes | None = None,
     changing: Changing | None = None,
+    directives: DirectivePages | None = None,
 ) -> aio_web.Application:
     """An aiohttp app serving every origin of ``web``, routed by the Host header; with a
     ``lab``, its misbehaving origins answer first (see lab.py); with ``hostile``, the hostile
     origins are served too (see hostile.py); with ``traps``, the trap origins (see traps.py);
     with ``dupes``, the duplicate-content origin (see dupes.py); with ``changing``, the
-    changing-content origins (see changing.py)."""
+    changing-content origins (see changing.py); with ``directives``, the robots-directive
+    origin (see directives.py)."""
 
-    async def answer(request: aio_web.Request) -> Answer | Stream:
+    async def answer(request: aio_web.Request) -> Answer | DirectiveAnswer | Stream:
         host, path = _host_name(request.headers.get("Host", "")), request.path
         if hostile is not None and hostile.serves(host) and request.method in ("GET", "HEAD"):
             return await hostile.answer(host, request.raw_path, web.port)
@@ -246,6 +250,8 @@ def make_app(
             return dupes.answer(host, request.raw_path, web.port)
         if changing is not None and changing.serves(host) and request.method in ("GET", "HEAD"):
             return changing.answer(host, request.raw_path, web.port, request.headers)
+        if directives is not None and directives.serves(host) and request.method in ("GET", "HEAD"):
+            return directives.answer(host, request.raw_path)
         special = None
         if lab is not None and web.is_sandbox_host(host):
             await lab.delay(host, path)

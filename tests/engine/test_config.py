@@ -299,3 +299,45 @@ def test_an_indexer_sink_must_be_http_or_a_folder(tmp_path: Path) -> None:
         config_from_mapping({"indexer": {"sink": "ftp://indexer.test/"}}, base_dir=tmp_path)
     cfg = config_from_mapping({"indexer": {"sink": "file:///srv/events"}}, base_dir=tmp_path)
     assert cfg.indexer.sink == "file:///srv/events"
+
+
+@pytest.mark.parametrize(
+    ("ua", "named"),
+    [
+        ("Bot2000/1.0", "'Bot2000'"),
+        ("Bot2000", "'Bot2000'"),
+        ("B\u00f6tli/1.0", "'B\u00f6tli'"),
+        ("Atlas Bot/1.0", "'Atlas Bot'"),
+        ("Atlas.Bot/1.0", "'Atlas.Bot'"),
+    ],
+)
+def test_user_agent_product_token_must_be_rfc9309(ua: str, named: str, tmp_path: Path) -> None:
+    # RFC 9309 2.2.1: robots.txt groups are matched on a [a-zA-Z_-]+ product token.
+    msg = error_of({"user_agent": ua}, tmp_path)
+    assert_one_line(msg)
+    assert ": user_agent: " in msg
+    assert f"product token {named} must be letters, '_' or '-'" in msg
+    assert "RFC 9309 2.2.1" in msg
+    assert "e.g. 'AtlasBot/1.0'" in msg
+
+
+def test_user_agent_refuses_control_characters(tmp_path: Path) -> None:
+    msg = error_of({"user_agent": "AtlasBot/1.0\r\nX-Injected: 1"}, tmp_path)
+    assert_one_line(msg)
+    assert ": user_agent: " in msg
+    assert "control characters" in msg
+
+
+@pytest.mark.parametrize(
+    ("ua", "token"),
+    [
+        ("Atlas_Bot-x/2.1", "Atlas_Bot-x"),
+        ("atlas-bot", "atlas-bot"),
+        ("AtlasBot/1.0\t(+https://atlas.example.test/bot)", "AtlasBot"),
+        (d.USER_AGENT, "AtlasBot"),
+    ],
+)
+def test_user_agent_rfc9309_tokens_accepted(ua: str, token: str, tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path / "crawl.yaml", {"user_agent": ua}))
+    assert cfg.user_agent == ua
+    assert cfg.robots_token == token

@@ -10,12 +10,12 @@ with links as (
         count(*) as links,
         count(*) filter (where reason = 'robots_disallowed') as robots_blocked_links,
         count(*) filter (where reason in (
-            'bad_url', 'scheme_not_allowed', 'host_not_allowed', 'max_depth', 'url_too_long',
-            'nofollow', 'egress_refused'
+            'bad_url', 'scheme_not_allowed', 'userinfo_refused', 'host_not_allowed', 'max_depth',
+            'url_too_long', 'nofollow', 'meta_nofollow', 'egress_refused'
         )) as scope_blocked_links,
         count(*) filter (where reason in (
-            'query_variant_cap', 'path_pattern_cap', 'calendar_cap', 'pagination_cap',
-            'repeating_path'
+            'query_variant_cap', 'path_pattern_cap', 'calendar_cap', 'path_variant_cap',
+            'trap_no_novelty', 'pagination_cap', 'repeating_path'
         )) as trap_capped_links
     from {{ ref('stg_links') }}
     group by crawl_cycle

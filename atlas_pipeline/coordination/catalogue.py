@@ -1,0 +1,386 @@
+"""The URL catalogue: insert-if-absent by URL digest (an optional Bloom prefilter), trap
+counters and the novelty rule's state, discovery under scope, robots and operator state."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from rbloom import Bloom
+
+from ..reasons import Reason
+from ..traps import Novelty, TrapKeys, VariantFetch, judge_novelty, trap_keys
+from .base import (
+    Candidate,
+    Lease,
+    Outcome,
+    UrlState,
+    override_for,
+)
+from .core import (
+    _BATCH,
+    _NOT_NEW,
+    _TRAP_KINDS,
+    Conn,
+    _trap_key,
+    url_digest,
+)
+from .origins import OriginStore
+
+
+class CatalogueStore(OriginStore):
+    """Discovery into the catalogue, with trap caps."""
+
+    def _backfill_url_digests(self, c: Conn) -> None:
+        if c.execute("SELECT 1 FROM store_settings WHERE key = 'url_hash'").fetchone():
+            return
+        c.executemany(
+            "UPDATE urls SET url_hash = ? WHERE seq = ?",
+            [(url_digest(r[1]), r[0]) for r in c.execute(
+                "SELECT seq, url FROM urls WHERE url_hash IS NULL").fetchall()],
+        )  # fmt: skip
+        c.execute("INSERT INTO store_settings VALUES ('url_hash', 'done')")
+
+    def _backfill_trap_keys(self, c: Conn) -> None:
+        """Trap keys of URLs from before migration 11, computed in Python once (a settings
+        mark spares every later open the scan)."""
+        if c.execute("SELECT 1 FROM store_settings WHERE key = 'trap_keys'").fetchone():
+            return
+        c.executemany(
+            "UPDATE urls SET trap_pattern = ?, trap_query = ? WHERE seq = ?",
+            [(k.pattern, k.query_key, r[0]) for r in c.execute(
+                "SELECT seq, url FROM urls WHERE trap_pattern IS NULL").fetchall()
+             for k in [trap_keys(r[1])]],
+        )  # fmt: skip
+        c.execute("INSERT INTO store_settings VALUES ('trap_keys', 'done')")
+
+    def _backfill_trap_counts(self, c: Conn) -> None:
+        """Trap counters of a catalogue from before migration 14, counted once."""
+        if c.execute("SELECT 1 FROM store_settings WHERE key = 'trap_counts'").fetchone():
+            return
+        c.execute("DELETE FROM trap_counts")
+        for kind, column in (("pattern", "trap_pattern"), ("query", "trap_query")):
+            c.execute(
+                f"""INSERT INTO trap_counts (origin, kind, key, n)
+                    SELECT origin, '{kind}', {column}, COUNT(*) FROM urls
+                    WHERE {column} IS NOT NULL GROUP BY origin, {column}"""
+            )
+        c.execute("INSERT INTO store_settings VALUES ('trap_counts', 'done')")
+
+    def _backfill_path_counts(self, c: Conn) -> None:
+        """Per-path variant counters (kind 'path') of a catalogue from before migration 20,
+        summed from its per-key-set ones once."""
+        if c.execute("SELECT 1 FROM store_settings WHERE key = 'trap_path_counts'").fetchone():
+            return
+        paths: Counter[tuple[str, str, str]] = Counter()
+        for origin, key, n in c.execute(
+            "SELECT origin, key, n FROM trap_counts WHERE kind = 'query'"
+        ).fetchall():
+            paths[(origin, "path", key.partition("?")[0])] += int(n)
+        c.execute("DELETE FROM trap_counts WHERE kind = 'path'")
+        c.executemany("INSERT INTO trap_counts (origin, kind, key, n) VALUES (?, ?, ?, ?)",
+                      [(*k, n) for k, n in sorted(paths.items())])  # fmt: skip
+        c.execute("INSERT INTO store_settings VALUES ('trap_path_counts', 'done')")
+
+    def discover(self, candidates: list[Candidate], cycle: str | None) -> list[str]:
+        """Insert-if-absent each candidate; return its decision reason, in order."""
+        if not candidates:
+            return []
+        with self._tx() as c:
+            return self._discover(c, candidates, cycle, now=None)
+
+    def _admitted_counts(self, c: Conn, origins: set[str], cycle: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for o in sorted(origins):  # one lock order for every writer
+            row = c.execute(
+                "SELECT admitted_cycle, admitted_count FROM origins WHERE origin = ?"
+                + self._for_update,
+                (o,),
+            ).fetchone()
+            counts[o] = int(row["admitted_count"]) if row and row["admitted_cycle"] == cycle else 0
+        return counts
+
+    def _discover(
+        self,
+        c: Conn,
+        cands: list[Candidate],
+        cycle: str | None,
+        now: float | None,
+    ) -> list[str]:
+        """Opted-out URLs first: refused before anything of them is stored, origin included."""
+        if not cands:
+            return []
+        overrides, blocked = self._operator_state(c)
+        if any("priority" in o["settings"] for o in overrides):
+            # an operator's priority for an origin or domain holds for new URLs too
+            cands = [replace(x, priority=p) if (p := override_for(overrides, x.origin, "priority"))
+                     is not None else x for x in cands]  # fmt: skip
+        out = [Reason.SUPPRESSED.value if any(b.matches(x.url) for b in blocked) else ""
+               for x in cands]  # fmt: skip
+        allowed = iter(self._discover_allowed(c, [x for x, d in zip(cands, out, strict=True)
+                                                  if not d], cycle, now, overrides))  # fmt: skip
+        return [d or next(allowed) for d in out]
+
+    def _discover_allowed(
+        self,
+        c: Conn,
+        cands: list[Candidate],
+        cycle: str | None,
+        now: float | None,
+        overrides: list[dict[str, Any]],
+    ) -> list[str]:
+        if not cands:
+            return []
+        now = time.time() if now is None else now
+        self._ensure_origins(c, cands, overrides)
+        counts = self._admitted_counts(c, {x.origin for x in cands}, cycle) if cycle else {}
+        # Three statements for the whole batch (known? insert-if-absent, counters), not one
+        # round trip per link: a page offers ~17 links and PostgreSQL is a network hop away.
+        known = self._known_urls(c, self._maybe_known(c, [x.url for x in cands]))
+        decisions = [Reason.ALREADY_KNOWN.value] * len(cands)
+        planned: dict[str, tuple[int, str, str | None, str]] = {}
+        rows = []
+        fresh = [x for x in cands if x.url not in known]
+        keys = {x.url: trap_keys(x.url) for x in fresh}
+        traps = self._trap_counts(c, fresh, keys)
+        for i, x in enumerate(cands):
+            if x.url in known or x.url in planned:
+                continue
+            cut = self._trap_cut(x, keys[x.url], traps)
+            if cut is not None:
+                decisions[i] = cut
+                continue
+            state, reason, queued_cycle = x.state.value, x.reason, None
+            if x.state is UrlState.ELIGIBLE:
+                if cycle is None:
+                    state = UrlState.DISCOVERED.value  # the next frontier selection queues it
+                elif counts[x.origin] < self.cycle_budget:
+                    queued_cycle = cycle
+                    counts[x.origin] += 1
+                else:
+                    state, reason = UrlState.DISCOVERED.value, Reason.ORIGIN_BUDGET.value
+            planned[x.url] = (i, reason, queued_cycle, x.origin)
+            rows.append((
+                x.url, x.discovered_url, x.origin, x.shard, x.depth, x.priority,
+                state, reason, queued_cycle, x.robots_version, x.source, cycle, now,
+                json.dumps(x.via) if x.via else None, keys[x.url].pattern, keys[x.url].query_key,
+                x.kind, url_digest(x.url),
+            ))  # fmt: skip
+        inserted = self._insert_urls(c, rows)
+        self._count_traps(c, [(planned[u][3], keys[u]) for u in inserted])
+        if self._bloom is not None:
+            self._bloom.update(inserted)
+        for url, (i, reason, queued_cycle, origin) in planned.items():
+            if url in inserted:
+                decisions[i] = reason
+            elif queued_cycle is not None:
+                counts[origin] -= 1  # another writer inserted it first
+        if cycle is not None:
+            c.executemany(
+                "UPDATE origins SET admitted_cycle = ?, admitted_count = ? WHERE origin = ?",
+                [(cycle, n, o) for o, n in counts.items()],
+            )
+        return decisions
+
+    def _trap_counts(
+        self, c: Conn, fresh: list[Candidate], keys: dict[str, TrapKeys]
+    ) -> Counter[tuple[str, str, str]]:
+        """URLs already in the catalogue per (origin, kind, key) for the keys of `fresh`, and
+        1 under (origin, 'stopped', path) for each of their paths the novelty rule stopped (in
+        the same statement: no extra round trip per discovery)."""
+        counts: Counter[tuple[str, str, str]] = Counter()
+        wanted = sorted(
+            {(x.origin, kind, k) for x in fresh for kind in _TRAP_KINDS
+             for k in [_trap_key(keys[x.url], kind)] if k is not None}
+        )  # fmt: skip
+        paths = sorted({(x.origin, p) for x in fresh if (p := keys[x.url].path_key) is not None})
+        for i in range(0, max(len(wanted), len(paths)), _BATCH):
+            part, stops = wanted[i : i + _BATCH], paths[i : i + _BATCH]
+            selects, params = [], []
+            if part:
+                marks = " OR ".join(["(origin = ? AND kind = ? AND key = ?)"] * len(part))
+                selects.append(f"SELECT origin, kind, key, n FROM trap_counts WHERE {marks}")
+                params += [v for triple in part for v in triple]
+            if stops:
+                marks = " OR ".join(["(origin = ? AND path = ?)"] * len(stops))
+                selects.append("SELECT origin, 'stopped', path, stopped FROM trap_novelty "
+                               f"WHERE stopped = 1 AND ({marks})")  # fmt: skip
+                params += [v for pair in stops for v in pair]
+            for row in c.execute(" UNION ALL ".join(selects), params):
+                counts[(row[0], row[1], row[2])] = int(row[3])
+        return counts
+
+    def _count_traps(self, c: Conn, inserted: list[tuple[str, TrapKeys]]) -> None:
+        """Add the URLs this statement inserted to their trap counters, in one key order for
+        every writer (no lock-order deadlocks on PostgreSQL)."""
+        added: Counter[tuple[str, str, str]] = Counter()
+        for origin, k in inserted:
+            for kind in _TRAP_KINDS:
+                key = _trap_key(k, kind)
+                if key is not None:
+                    added[(origin, kind, key)] += 1
+        c.executemany(
+            """INSERT INTO trap_counts (origin, kind, key, n) VALUES (?, ?, ?, ?)
+               ON CONFLICT (origin, kind, key) DO UPDATE SET n = trap_counts.n + excluded.n""",
+            [(*key, n) for key, n in sorted(added.items())],
+        )
+
+    def _trap_cut(
+        self, x: Candidate, keys: TrapKeys, counts: Counter[tuple[str, str, str]]
+    ) -> str | None:
+        """The cap reason when admitting `x` would pass a trap cap (or its path's variants
+        are stopped for no novelty); else count it in."""
+        if keys.path_key is not None and counts[(x.origin, "stopped", keys.path_key)]:
+            return Reason.TRAP_NO_NOVELTY.value
+        pattern_cap = self.caps.calendar_urls if keys.dated else self.caps.pattern_urls
+        checks = [("pattern", keys.pattern, pattern_cap,
+                   Reason.CALENDAR_CAP if keys.dated else Reason.PATTERN_CAP)]  # fmt: skip
+        if keys.query_key is not None:
+            checks.append(("query", keys.query_key, self.caps.query_variants,
+                           Reason.QUERY_VARIANT_CAP))  # fmt: skip
+        if keys.path_key is not None:
+            checks.append(("path", keys.path_key, self.caps.path_variants,
+                           Reason.PATH_VARIANT_CAP))  # fmt: skip
+        for kind, key, cap, reason in checks:
+            if counts[(x.origin, kind, key)] >= cap:
+                return reason.value
+        for kind, key, _, _ in checks:
+            counts[(x.origin, kind, key)] += 1
+        return None
+
+    def _maybe_known(self, c: Conn, urls: list[str]) -> list[str]:
+        """The URLs worth an exact lookup. With the Bloom prefilter, only its "maybe"s: a
+        "no" can be wrong only for URLs another process added since we loaded it, and those
+        the insert-if-absent still refuses, so a filter answer never drops or duplicates."""
+        if not self.caps.bloom_capacity:
+            return urls
+        if self._bloom is None:
+            self._bloom = Bloom(self.caps.bloom_capacity, 0.01)
+            self._bloom.update(r[0] for r in c.execute("SELECT url FROM urls"))
+        return [u for u in urls if u in self._bloom]
+
+    def _known_urls(self, c: Conn, urls: list[str]) -> set[str]:
+        """Exact: looked up by digest, confirmed on the full string (a digest collision is
+        counted and never taken for a match)."""
+        digests = sorted({url_digest(u) for u in urls})
+        found: list[tuple[str, int]] = []
+        for i in range(0, len(digests), _BATCH):
+            part = digests[i : i + _BATCH]
+            marks = ",".join("?" * len(part))
+            found += [(r[0], int(r[1])) for r in c.execute(
+                f"SELECT url, url_hash FROM urls WHERE url_hash IN ({marks})", part)]  # fmt: skip
+        return self._confirmed(found, urls)
+
+    def _confirmed(self, found: list[tuple[str, int]], urls: list[str]) -> set[str]:
+        """The URLs of `urls` that `found` (url, digest) rows hold; a row whose digest was
+        asked for by another URL is a collision: counted, never a match."""
+        asked: dict[int, set[str]] = {}
+        for u in urls:
+            asked.setdefault(url_digest(u), set()).add(u)
+        self.digest_collisions += sum(u not in asked.get(h, ()) for u, h in found)
+        wanted = set(urls)
+        return {u for u, _ in found if u in wanted}
+
+    def _insert_urls(self, c: Conn, rows: list[tuple[Any, ...]]) -> set[str]:
+        """Insert-if-absent; the URLs this statement actually inserted."""
+        inserted: set[str] = set()
+        for i in range(0, len(rows), _BATCH):
+            part = rows[i : i + _BATCH]
+            values = ",".join(["(" + ",".join("?" * 18) + ")"] * len(part))
+            params = [v for row in part for v in row]
+            cur = c.execute(
+                "INSERT OR IGNORE INTO urls (url, discovered_url, origin, shard, depth, priority, "
+                "state, reason, cycle, robots_version, source, discovered_cycle, discovered_at, "
+                "redirect_chain, trap_pattern, trap_query, kind, url_hash) "
+                f"VALUES {values} RETURNING url",
+                params,
+            )
+            inserted.update(r[0] for r in cur.fetchall())
+        return inserted
+
+    def _note_novelty(
+        self,
+        c: Conn,
+        results: Sequence[tuple[Lease, Outcome]],
+        decided: list[str],
+        cycle: str,
+        now: float,
+    ) -> None:
+        """The novelty rule (traps.judge_novelty) for the query variants this group fetched:
+        what each brought (new non-variant URLs among its links' decisions, a document text
+        no other URL holds), one read of the paths' states, the rule in commit order, one
+        write; a stopped path's queued, never-fetched variants leave this cycle."""
+        reasons = iter(decided)
+        events: list[tuple[str, str, int, str | None, str]] = []
+        for lease, outcome in results:
+            found = [(cand.url, next(reasons)) for _, cand in outcome.links if cand is not None]
+            path = trap_keys(lease.url).path_key
+            if path is None or lease.kind != "page":
+                continue
+            new = sum(r not in _NOT_NEW and trap_keys(u).path_key is None for u, r in found)
+            doc = outcome.document_id if outcome.document is not None else None
+            events.append((lease.origin, path, new, doc, lease.url))
+        if not events:
+            return
+        docs = sorted({e[3] for e in events if e[3] is not None})
+        holders: dict[str, set[str]] = {}
+        for i in range(0, len(docs), _BATCH):
+            held = docs[i : i + _BATCH]
+            marks = ",".join("?" * len(held))
+            for url, doc in c.execute(
+                f"SELECT url, document_id FROM urls WHERE document_id IN ({marks})", held
+            ):
+                holders.setdefault(doc, set()).add(url)
+        firsts: dict[str, str] = {}
+        for e in events:
+            if e[3] is not None:
+                firsts.setdefault(e[3], e[4])
+        group = {e[4] for e in events}
+        keys = sorted({(e[0], e[1]) for e in events})
+        states: dict[tuple[str, str], tuple[Novelty, float | None]] = {}
+        for i in range(0, len(keys), _BATCH):
+            part = keys[i : i + _BATCH]
+            marks = " OR ".join(["(origin = ? AND path = ?)"] * len(part))
+            for row in c.execute(
+                "SELECT origin, path, fetched, barren, stopped, stopped_at FROM trap_novelty "
+                f"WHERE {marks} ORDER BY origin, path" + self._for_update,
+                [v for pair in part for v in pair],
+            ):
+                states[(row[0], row[1])] = (Novelty(int(row[2]), int(row[3]), bool(row[4])), row[5])
+        for origin, path, new, doc, url in events:
+            state, since = states.get((origin, path), (Novelty(), None))
+            fresh = doc is not None and firsts[doc] == url and not (holders.get(doc, set()) - group)
+            after = judge_novelty(state, VariantFetch(new, fresh), self.caps.novelty_window)
+            states[(origin, path)] = (after, (since or now) if after.stopped else None)
+        c.executemany(
+            """INSERT INTO trap_novelty (origin, path, fetched, barren, stopped, stopped_at)
+               VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (origin, path) DO UPDATE SET
+                 fetched = excluded.fetched, barren = excluded.barren,
+                 stopped = excluded.stopped, stopped_at = excluded.stopped_at""",
+            [(o, p, s.fetched, s.barren, int(s.stopped), at)
+             for (o, p), (s, at) in sorted(states.items())],
+        )  # fmt: skip
+        for (origin, path), (state, _) in sorted(states.items()):
+            if state.stopped:
+                self._withdraw_variants(c, origin, path, cycle)
+
+    def _withdraw_variants(self, c: Conn, origin: str, path: str, cycle: str) -> None:
+        """A stopped path's variants queued in `cycle` and never fetched go back to
+        'discovered' (reason trap_no_novelty), their budget to the origin's other URLs."""
+        cur = c.execute(
+            """UPDATE urls SET state = 'discovered', reason = ?, cycle = NULL
+               WHERE origin = ? AND cycle = ? AND state = 'eligible' AND last_fetch_at IS NULL
+                 AND substr(trap_query, 1, CAST(? AS INTEGER)) = ?""",
+            (Reason.TRAP_NO_NOVELTY.value, origin, cycle, len(path) + 1, path + "?"),
+        )
+        if cur.rowcount > 0:
+            c.execute(
+                """UPDATE origins SET admitted_count = CASE WHEN admitted_count > ?
+                     THEN admitted_count - ? ELSE 0 END
+                   WHERE origin = ? AND admitted_cycle = ?""",
+                (cur.rowcount, cur.rowcount, origin, cycle),
+            )

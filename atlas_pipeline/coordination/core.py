@@ -1,0 +1,211 @@
+"""What every part of the coordination store shares: the connection and transaction
+discipline (SQLite here; postgres.py overrides it), migrations, and the small helpers and
+constants the statements use."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rbloom import Bloom
+
+from ..errors import StoreUnavailable
+from ..reasons import Reason
+from ..robots import RobotsPolicy
+from ..traps import TrapKeys
+from ..urls import registrable_domain
+from .base import (
+    Lease,
+    OriginPolicy,
+    RobotsTask,
+    Suppression,
+    TrapCaps,
+    UrlState,
+)
+
+Conn = Any  # sqlite3.Connection, or postgres.py's adapter with the same execute surface
+Row = Any  # sqlite3.Row, or postgres.py's row with the same [name] / [index] access
+
+_POLL_S = 0.25  # how soon to look again when another worker holds the only free slot
+# states a URL reaches only after a fetch: picking one again is a revisit, not discovery
+_REVISITED = frozenset({"fetched", "quarantined", "blocked"})
+_BATCH = 200  # rows per multi-row statement (18 parameters a URL row)
+_INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
+    (fetch_id, cycle, shard, url, fence, record, links, document, body_key, committed_at)
+    VALUES (?,?,?,?,?,?,?,?,?,?)"""
+# An operator pause of the origin itself or of its registrable domain (correlated on `o`).
+_PAUSED = """SELECT 1 FROM pauses p WHERE (p.scope = 'origin' AND p.value = o.origin)
+             OR (p.scope = 'domain' AND p.value = o.registrable_domain)"""
+_SCAN = 16  # URLs of one origin looked at per claim before giving up on robots-blocked ones
+
+
+class StoreCore:
+    """Connection, transactions and migrations; the store's parts (queue, commits, catalogue,
+    origins, operator, reads) build on it."""
+
+    path: Path
+    url: str
+    _busy_ms: int
+
+    def _setup(
+        self, default_policy: OriginPolicy, cycle_budget: int, caps: TrapCaps | None
+    ) -> None:
+        self.default_policy = default_policy
+        self.caps = caps or TrapCaps()
+        self._bloom: Bloom | None = None
+        self.digest_collisions = 0  # lookups where another URL shared the digest
+        self.cycle_budget = cycle_budget  # URLs queued per origin per cycle
+        self._local = threading.local()
+        self._policies: dict[tuple[str, int], RobotsPolicy] = {}
+        self._classes = dict(default_policy.classes)
+        self._resolve = dict(default_policy.resolve)
+
+    def _conn(self) -> Conn:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._busy_ms / 1000)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[Conn]:
+        with self._unavailable_as_error():
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _select(self, sql: str, params: Any = ()) -> Any:
+        """A read outside any transaction; a connection lost since its last use (a cut,
+        a server restart) is replaced once, since re-running a read is harmless."""
+        for attempt in (0, 1):
+            try:
+                with self._unavailable_as_error():
+                    return self._conn().execute(sql, params)
+            except StoreUnavailable:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def _unavailable_as_error(self) -> Iterator[None]:
+        """A busy or unreadable database file is an outage to wait out, not a bug."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if not any(s in text for s in ("locked", "busy", "unable to open", "disk i/o")):
+                raise
+            raise StoreUnavailable(f"coordination store {self.url}: {exc}") from exc
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _lock_migrations(self, c: Conn) -> None:
+        """One migrator at a time (IMMEDIATE already makes it so here)."""
+
+    def _ddl(self, stmt: str) -> str:
+        """A migration statement in this backend's dialect (MIGRATIONS are written for SQLite)."""
+        return stmt
+
+    def schema_version(self) -> int:
+        row = self._select("SELECT MAX(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0)
+
+    _for_update = ""  # SQLite's IMMEDIATE transactions already serialize writers
+
+    def _lock_origins(self, c: Conn, origins: set[str]) -> None:
+        """Lock the origin rows a commit group will update, all at once and in one order
+        (IMMEDIATE already serializes writers here)."""
+
+    def _lock_shard(self, c: Conn, shard: int) -> None:
+        """Serialize claims and frontier selection of one shard (IMMEDIATE does it here)."""
+
+    def _operator_state(self, c: Conn) -> tuple[list[dict[str, Any]], list[Suppression]]:
+        """Operator policies and suppressions, in one round trip (discovery needs both)."""
+        overrides: list[dict[str, Any]] = []
+        blocked: list[Suppression] = []
+        for kind, scope, value, settings in c.execute(
+            """SELECT 'policy', scope, value, settings FROM policy_overrides
+               UNION ALL SELECT 'suppress', scope, value, NULL FROM suppressions"""
+        ):
+            if kind == "policy":
+                overrides.append({"scope": scope, "value": value, "settings": json.loads(settings)})
+            else:
+                blocked.append(Suppression(scope, value))
+        return overrides, blocked
+
+
+@functools.lru_cache(maxsize=65536)
+def _domain_of(origin: str) -> str:
+    host = origin.split("://", 1)[-1].rsplit(":", 1)[0]
+    return registrable_domain(host)
+
+
+def _clock_update(origin: str, claim: Lease | RobotsTask) -> tuple[Any, ...]:
+    """Parameters of the origin update a claim makes: clock advanced, robots lease taken."""
+    robots = isinstance(claim, RobotsTask)
+    return (
+        claim.claimed_at + claim.gap_s,
+        robots,
+        claim.lease_id,
+        robots,
+        claim.expires_at,
+        origin,
+    )
+
+
+def _has_capacity(origin: Row, now: float) -> bool:
+    """A free in-flight slot, and no robots fetch in progress for an expired policy."""
+    robots_busy = origin["robots_lease_until"] > now
+    if robots_busy and origin["robots_expires_at"] <= now:
+        return False
+    return bool(origin["in_flight"] + int(robots_busy) < origin["max_in_flight"])
+
+
+def url_digest(url: str) -> int:
+    """64 bits of SHA-256 as a signed integer (both backends' INTEGER/BIGINT)."""
+    return int.from_bytes(hashlib.sha256(url.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+def _trap_key(keys: TrapKeys, kind: str) -> str | None:
+    if kind == "pattern":
+        return keys.pattern
+    return keys.query_key if kind == "query" else keys.path_key
+
+
+_TRAP_KINDS = ("pattern", "query", "path")  # trap_counts kinds, one counter per URL each
+# link decisions that added no URL to the catalogue (everything else inserted one)
+_NOT_NEW = frozenset(
+    {Reason.ALREADY_KNOWN.value, Reason.SUPPRESSED.value, Reason.QUERY_VARIANT_CAP.value,
+     Reason.PATTERN_CAP.value, Reason.CALENDAR_CAP.value, Reason.PATH_VARIANT_CAP.value,
+     Reason.TRAP_NO_NOVELTY.value}
+)  # fmt: skip
+
+
+def _selection_reason(state: str) -> str:
+    if state == UrlState.DISCOVERED.value:
+        return Reason.ADMITTED.value
+    if state == UrlState.BLOCKED.value:
+        return Reason.ROBOTS_RECHECK.value
+    if state in (UrlState.FETCHED.value, UrlState.QUARANTINED.value):
+        return Reason.REVISIT_DUE.value
+    return Reason.CARRIED_OVER.value

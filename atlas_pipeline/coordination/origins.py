@@ -1,0 +1,233 @@
+"""Origin buckets: politeness clocks and slots, shared buckets (domain, IP), operator
+rates, and the robots.txt cache with its versions."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import StaleAttempt
+from ..politeness import (
+    bucket_of,
+    class_of,
+)
+from ..reasons import Reason
+from ..robots import RobotsStatus
+from .base import (
+    Candidate,
+    RobotsRecord,
+    RobotsTask,
+    override_for,
+)
+from .core import (
+    _INSERT_RECORD,
+    _PAUSED,
+    _POLL_S,
+    Conn,
+    StoreCore,
+    _domain_of,
+    _has_capacity,
+)
+
+
+class OriginStore(StoreCore):
+    """Origin buckets, clocks and the robots cache."""
+
+    def _regroup(self, c: Conn) -> None:
+        """Buckets and fairness classes follow the config: recompute them when it changed."""
+        p = self.default_policy
+        grouping = json.dumps(
+            [p.bucket, sorted(p.classes), sorted(p.resolve) if p.bucket == "ip" else []]
+        )
+        row = c.execute("SELECT value FROM store_settings WHERE key = 'grouping'").fetchone()
+        stale = "bucket IS NULL" if row and row[0] == grouping else "1 = 1"
+        rows = c.execute(f"SELECT origin, registrable_domain FROM origins WHERE {stale}").fetchall()
+        c.executemany(
+            "UPDATE origins SET bucket = ?, fair_class = ? WHERE origin = ?",
+            [(*self._groups(r[0], r[1]), r[0]) for r in rows],
+        )
+        c.execute("DELETE FROM store_settings WHERE key = 'grouping'")
+        c.execute("INSERT INTO store_settings VALUES ('grouping', ?)", (grouping,))
+
+    def _groups(self, origin: str, domain: str) -> tuple[str, str]:
+        """(politeness bucket, fairness class) of an origin under the current config."""
+        p = self.default_policy
+        bucket = bucket_of(origin, p.bucket, domain, self._ip_of)
+        return bucket, class_of(origin, domain, self._classes)
+
+    def _ip_of(self, host: str) -> str:
+        """The address an "ip" bucket is keyed on: the resolve map, else DNS, else the host."""
+        ip = self._resolve.get(host)
+        if ip is None:
+            try:
+                infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+                ip = sorted(str(i[4][0]) for i in infos)[0]
+            except (OSError, IndexError):
+                ip = host  # unresolvable now: its own bucket, and the fetch will fail anyway
+            self._resolve[host] = ip
+        return ip
+
+    def _ensure_origins(
+        self, c: Conn, cands: list[Candidate], overrides: list[dict[str, Any]] | None = None
+    ) -> None:
+        p = self.default_policy
+        c.executemany(
+            """INSERT OR IGNORE INTO origins
+               (origin, shard, min_gap_s, max_in_flight, registrable_domain, bucket, fair_class)
+               VALUES (?,?,?,?,?,?,?)""",
+            sorted(  # one insertion order for every writer: no lock-order deadlocks
+                (o, shard, p.min_gap_s, p.max_in_flight, d, *self._groups(o, d))
+                for o, shard, d in {(x.origin, x.shard, _domain_of(x.origin)) for x in cands}
+            ),
+        )
+        overrides = self._operator_state(c)[0] if overrides is None else overrides
+        if overrides:
+            self._apply_rates(c, overrides, sorted({x.origin for x in cands}))
+
+    def _apply_rates(self, c: Conn, overrides: list[dict[str, Any]], origins: list[str]) -> None:
+        """Operator rate limits on these origins: a gap floor (kept by robots refreshes) and
+        an in-flight cap."""
+        for origin in origins:
+            gap = override_for(overrides, origin, "min_gap_s")
+            cap = override_for(overrides, origin, "max_in_flight")
+            if gap is not None:
+                c.execute(
+                    """UPDATE origins SET operator_gap_s = ?, min_gap_s = MAX(min_gap_s, ?)
+                       WHERE origin = ?""",
+                    (gap, gap, origin),
+                )
+            if cap is not None:
+                c.execute("UPDATE origins SET max_in_flight = ? WHERE origin = ?",
+                          (int(cap), origin))  # fmt: skip
+
+    def robots(self, origin: str) -> RobotsRecord | None:
+        row = self._select("SELECT * FROM origins WHERE origin = ?", (origin,)).fetchone()
+        if row is None or row["robots_status"] is None:
+            return None
+        return RobotsRecord(
+            origin, int(row["robots_version"]), row["robots_status"], row["robots_text"],
+            float(row["robots_fetched_at"] or 0), float(row["robots_expires_at"]),
+        )  # fmt: skip
+
+    def robots_good_at(self, origin: str) -> float | None:
+        row = self._select(
+            "SELECT robots_good_at FROM origins WHERE origin = ?", (origin,)
+        ).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
+    def put_robots(
+        self,
+        task: RobotsTask,
+        status: str,
+        text: str,
+        now: float,
+        ttl_s: float,
+        backoff_until: float,
+        min_gap_s: float | None = None,
+        good: bool = False,
+        cycle: str | None = None,
+        shard: int | None = None,
+        record: dict[str, Any] | None = None,
+        not_before: float = 0.0,
+    ) -> RobotsRecord:
+        """Store the robots outcome of `task` (and its fetch record); the version grows only
+        when the effective rules change. The origin's next request waits for `not_before` in
+        the same transaction (a Crawl-delay counts from the robots.txt request itself)."""
+        with self._tx() as c:
+            if record is not None and cycle is not None and shard is not None:
+                c.execute(
+                    _INSERT_RECORD,
+                    (record["fetch_id"], cycle, shard, record["url"], 0,
+                     json.dumps(record, default=str), "[]", None, None, now),
+                )  # fmt: skip
+            row = c.execute(
+                "SELECT * FROM origins WHERE origin = ? AND robots_lease_id = ?" + self._for_update,
+                (task.origin, task.lease_id),
+            ).fetchone()
+            if row is None:
+                raise StaleAttempt(f"{task.origin}/robots.txt", 0)  # another worker took it over
+            changed = row["robots_status"] != status or row["robots_text"] != text
+            version = int(row["robots_version"]) + int(changed)
+            c.execute(
+                """UPDATE origins SET robots_version = ?, robots_status = ?, robots_text = ?,
+                     robots_fetched_at = ?, robots_expires_at = ?, robots_lease_id = NULL,
+                     robots_lease_until = 0, backoff_until = MAX(backoff_until, ?),
+                     next_eligible_at = MAX(next_eligible_at, ?),
+                     min_gap_s = CASE WHEN COALESCE(?, min_gap_s) > operator_gap_s
+                       THEN COALESCE(?, min_gap_s) ELSE operator_gap_s END,
+                     robots_good_at = CASE WHEN ? THEN ? ELSE robots_good_at END
+                   WHERE origin = ?""",
+                (
+                    version, status, text, now, now + ttl_s, backoff_until,
+                    max(backoff_until, not_before),
+                    min_gap_s, min_gap_s, good, now, task.origin,
+                ),
+            )  # fmt: skip
+            if changed and status in (RobotsStatus.PARSED.value, RobotsStatus.UNAVAILABLE.value):
+                # New rules may allow what the old ones blocked: those URLs go back to the
+                # queue, and the claim judges them against the policy now in force.
+                c.execute(
+                    """UPDATE urls SET state = 'eligible', reason = ?
+                       WHERE origin = ? AND state = 'blocked' AND reason = ?""",
+                    (Reason.ROBOTS_RECHECK.value, task.origin, Reason.ROBOTS_DISALLOWED.value),
+                )
+        return RobotsRecord(task.origin, version, status, text, now, now + ttl_s)
+
+    def push_origin_clocks(self, pushes: Sequence[tuple[str, float, float]]) -> None:
+        """(origin, next_eligible_at, backoff_until) for many origins: clocks only move forward,
+        for the origin's whole bucket."""
+        if pushes:
+            with self._tx() as c:
+                self._push_clocks(c, pushes)
+
+    def reserve_hop(self, origin: str, shard: int, now: float) -> float:
+        with self._tx() as c:
+            self._ensure_origins(c, [Candidate(origin, origin, origin, shard, 0, 0.0)])
+            o = c.execute(
+                f"""SELECT o.*, {self._in_flight_sql} AS in_flight,
+                     EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin""",
+                {"origin": origin, "now": now},
+            ).fetchone()
+            if o["paused"]:
+                return float("inf")
+            ready = max(float(o["next_eligible_at"]), float(o["backoff_until"]))
+            if ready > now:
+                return ready
+            if not _has_capacity(o, now):
+                return now + _POLL_S
+            gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])
+            gap += self.default_policy.gap_guard_s if gap > 0 else 0.0
+            self._push_clocks(c, [(origin, now + gap, 0.0)])
+            return now
+
+    def _push_clocks(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
+        where = "origin = ?"
+        if self._shared_buckets:
+            where = "bucket = (SELECT bucket FROM origins WHERE origin = ?)"
+        c.executemany(
+            # the clock carries the backoff too: "ready soonest" is one indexed column
+            f"""UPDATE origins SET next_eligible_at = MAX(next_eligible_at, ?),
+                backoff_until = MAX(backoff_until, ?) WHERE {where}""",
+            [(max(t, b), b, o) for o, t, b in sorted(pushes)],
+        )
+
+    @property
+    def _shared_buckets(self) -> bool:
+        """Whether a bucket may hold several origins (registrable domain or IP address)."""
+        return self.default_policy.bucket != "origin"
+
+    @property
+    def _in_flight_sql(self) -> str:
+        """Requests in flight in origin `o`'s bucket (the origin, or all origins of its domain
+        or address, whose robots.txt fetches count too)."""
+        if not self._shared_buckets:
+            return """(SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin
+                       AND s.slot_held = 1 AND s.lease_expires_at > :now)"""
+        return """((SELECT COUNT(*) FROM urls s WHERE s.slot_held = 1
+                     AND s.lease_expires_at > :now AND s.origin IN (SELECT d.origin FROM origins d
+                         WHERE d.bucket = o.bucket))
+                   + (SELECT COUNT(*) FROM origins r WHERE r.bucket = o.bucket
+                         AND r.origin <> o.origin
+                         AND r.robots_lease_until > :now))"""

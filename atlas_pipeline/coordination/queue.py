@@ -1,0 +1,418 @@
+"""The work queue: frontier selection, claims (origin first, under fairness, pacing and
+robots), leases, the sweep of expired ones and the fetch-batch fences."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..frontier import split_budget
+from ..politeness import (
+    decayed,
+    over_quota,
+)
+from ..reasons import Reason
+from ..robots import RobotsPolicy, RobotsStatus
+from .base import (
+    BatchLease,
+    Claim,
+    Drained,
+    Lease,
+    RobotsTask,
+    Wait,
+)
+from .core import (
+    _PAUSED,
+    _POLL_S,
+    _REVISITED,
+    _SCAN,
+    Conn,
+    Row,
+    _clock_update,
+    _has_capacity,
+    _selection_reason,
+)
+from .origins import OriginStore
+
+
+class QueueStore(OriginStore):
+    """Frontier selection, claims, leases and the batch fence."""
+
+    def select_frontier(self, cycle: str, shard: int, now: float) -> list[dict[str, Any]]:
+        """Queue this shard's due URLs for `cycle`, at most `cycle_budget` per origin; idempotent."""
+        with self._tx() as c:
+            self._lock_shard(c, shard)
+            counts: dict[str, int] = {
+                r["origin"]: r["n"]
+                for r in c.execute(
+                    "SELECT origin, COUNT(*) AS n FROM urls WHERE shard = ? AND cycle = ? GROUP BY origin",
+                    (shard, cycle),
+                )
+            }
+            due = c.execute(
+                # Robots-blocked URLs come back once their origin's policy is due for a refresh:
+                # the claim fetches robots.txt first and judges them against the new rules.
+                """SELECT seq, origin, state FROM urls
+                   WHERE shard = ? AND (cycle IS NULL OR cycle <> ?) AND (
+                       state = 'discovered'
+                       OR (state IN ('eligible', 'failed_retryable', 'fetched', 'quarantined')
+                           AND due_at <= ?)
+                       OR (state = 'blocked' AND reason = 'robots_disallowed' AND origin IN
+                           (SELECT origin FROM origins WHERE robots_expires_at <= ?)))
+                   ORDER BY priority + ? * (? - discovered_at) / 3600.0 DESC, depth, seq""",
+                # aging: a URL left out of earlier cycles by the budget gains priority as it waits
+                (shard, cycle, now, now, self.default_policy.aging_per_hour, now),
+            ).fetchall()
+            picked = [
+                (_selection_reason(row["state"]), row["seq"])
+                for row in self._split_budget(due, counts)
+            ]
+            c.executemany(
+                """UPDATE urls SET cycle = ?, state = 'eligible', reason = ?,
+                   attempts = CASE WHEN state IN ('fetched', 'quarantined') THEN 0 ELSE attempts END
+                   WHERE seq = ?""",
+                [(cycle, reason, seq) for reason, seq in picked],
+            )
+            c.executemany(
+                "UPDATE origins SET admitted_cycle = ?, admitted_count = ? WHERE origin = ?",
+                [(cycle, n, o) for o, n in counts.items()],
+            )
+        return self.frontier_rows(cycle, shard)
+
+    def _split_budget(self, due: list[Row], counts: dict[str, int]) -> list[Row]:
+        """Each origin's picks under its free budget (frontier.split_budget); `counts` is
+        advanced."""
+        by_origin: dict[str, list[Row]] = {}
+        for row in due:
+            by_origin.setdefault(row["origin"], []).append(row)
+        picked: list[Row] = []
+        for origin, rows in by_origin.items():
+            free = self.cycle_budget - counts.get(origin, 0)
+            revisit = [row["state"] in _REVISITED for row in rows]
+            mine = [
+                rows[i] for i in split_budget(revisit, free, self.default_policy.discovery_share)
+            ]
+            counts[origin] = counts.get(origin, 0) + len(mine)
+            picked += mine
+        return picked
+
+    def frontier_rows(self, cycle: str, shard: int) -> list[dict[str, Any]]:
+        rows = self._select(
+            """SELECT url, origin, depth, priority, state, reason, due_at, attempts
+               FROM urls WHERE shard = ? AND cycle = ? ORDER BY origin, priority DESC, seq""",
+            (shard, cycle),
+        )
+        return [dict(r) for r in rows]
+
+    def claim(self, cycle: str, shard: int, now: float, token: str, lease_s: float) -> Claim:
+        got = self.claim_batch(cycle, shard, now, token, lease_s, 1)
+        return got[0] if isinstance(got, list) else got
+
+    def claim_batch(
+        self,
+        cycle: str,
+        shard: int,
+        now: float,
+        token: str,
+        lease_s: float,
+        limit: int,
+        release: Sequence[tuple[str, int]] = (),
+    ) -> list[Lease | RobotsTask] | Wait | Drained:
+        """Up to `limit` claims in one transaction, after giving back the slots of `release`
+        ((url, fence) of finished requests): one round trip set for many URLs."""
+        with self._tx() as c:
+            self._release(c, release)
+            self._lock_shard(c, shard)
+            params = {"now": now, "cycle": cycle, "shard": shard}
+            # Fast path: origins whose clocks allow a request now and that have due work,
+            # earliest clock first; each EXISTS stops at its first index entry.
+            ready_now = c.execute(
+                f"""SELECT o.*, {self._in_flight_sql} AS in_flight
+                   FROM origins o
+                   WHERE o.shard = :shard AND o.next_eligible_at <= :now AND o.backoff_until <= :now
+                     AND EXISTS (SELECT 1 FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
+                                 AND u.state IN ('eligible', 'failed_retryable') AND u.due_at <= :now)
+                     AND NOT EXISTS ({_PAUSED})
+                   ORDER BY o.next_eligible_at LIMIT :n""",
+                # wider than `limit`, so classes under their quota are seen behind a big one
+                {**params, "n": max(64, 4 * limit)},
+            ).fetchall()
+            claims: list[Lease | RobotsTask] = []
+            clocks: list[tuple[Any, ...]] = []
+            buckets: set[str] = set()  # buckets served by this call: one claim each
+            # longest-waiting first (the clock is when an origin became eligible): aging
+            ready = [o for o in ready_now if _has_capacity(o, now)]
+            scores = self._class_scores(c, shard, now)
+            pending = Counter(o["fair_class"] for o in ready)  # classes with eligible work
+            looked = False
+            for origin in ready:
+                if len(claims) >= limit:
+                    break
+                cls = origin["fair_class"]
+                if origin["bucket"] in buckets:
+                    pending[cls] -= 1
+                    continue
+                if self._held_back(origin, scores, pending, now):
+                    continue
+                looked = True
+                pending[cls] -= 1
+                got = self._claim_origin(c, origin, cycle, now, token, lease_s, limit - len(claims))
+                claims.extend(got)
+                if got:
+                    clocks.append(_clock_update(origin["origin"], got[0]))
+                    buckets.add(origin["bucket"])
+                    scores[cls] = scores.get(cls, 0.0) + len(got)
+            if claims:
+                self._save_class_scores(c, shard, scores, now)
+                c.executemany(
+                    # in origin order, the order commits lock origins in: no deadlocks
+                    """UPDATE origins SET next_eligible_at = ?,
+                         robots_lease_id = CASE WHEN ? THEN ? ELSE robots_lease_id END,
+                         robots_lease_until = CASE WHEN ? THEN ? ELSE robots_lease_until END
+                       WHERE origin = ?""",
+                    sorted(clocks, key=lambda u: u[-1]),
+                )
+                if self._shared_buckets:
+                    # one clock per bucket: its other origins wait as long
+                    self._push_clocks(c, [(u[-1], u[0], 0.0) for u in clocks])
+                return claims
+            # every due URL of a ready origin was robots-blocked: look again at once
+            return Wait(now) if looked else self._when_next(c, cycle, shard, now)
+
+    def _held_back(
+        self, origin: Row, scores: dict[str, float], pending: Counter[str], now: float
+    ) -> bool:
+        """Over its class quota while other classes wait, and not yet waiting past the
+        starvation bound (which beats the quota)."""
+        p = self.default_policy
+        if now - float(origin["next_eligible_at"]) >= p.starvation_bound_s:
+            return False
+        waiting = {k for k, n in pending.items() if n > 0}
+        return over_quota(origin["fair_class"], scores, p.class_quota, waiting)
+
+    def _class_scores(self, c: Conn, shard: int, now: float) -> dict[str, float]:
+        """Recent attempts per fairness class in this shard, decayed to `now`."""
+        if self.default_policy.class_quota >= 1.0:
+            return {}
+        rows = c.execute(
+            "SELECT fair_class, score, at FROM class_usage WHERE shard = ?", (shard,)
+        ).fetchall()
+        half_life = self.default_policy.class_window_s
+        return {r[0]: decayed(float(r[1]), float(r[2]), now, half_life) for r in rows}
+
+    def _save_class_scores(self, c: Conn, shard: int, scores: dict[str, float], now: float) -> None:
+        if self.default_policy.class_quota >= 1.0:
+            return
+        c.executemany(
+            """INSERT INTO class_usage (shard, fair_class, score, at) VALUES (?,?,?,?)
+               ON CONFLICT (shard, fair_class) DO UPDATE SET score = excluded.score, at = excluded.at""",
+            sorted((shard, k, v, now) for k, v in scores.items() if v > 1e-3),
+        )
+
+    def _claim_origin(
+        self,
+        c: Conn,
+        origin: Row,
+        cycle: str,
+        now: float,
+        token: str,
+        lease_s: float,
+        limit: int,
+    ) -> list[Lease | RobotsTask]:
+        """The robots task, or up to `limit` URLs of one origin (one while it has a gap)."""
+        gap = float(origin["min_gap_s"]) + float(origin["adapt_gap_s"])
+        if gap > 0:
+            gap += self.default_policy.gap_guard_s
+        if origin["robots_expires_at"] <= now:
+            return [RobotsTask(origin["origin"], uuid.uuid4().hex, now + lease_s, now, gap)]
+        free = int(origin["max_in_flight"]) - int(origin["in_flight"])
+        n = 1 if gap > 0 else max(1, min(limit, free))
+        return list(self._lease_best_urls(c, origin, self._policy(origin), cycle, now, token,
+                                          lease_s, gap, n))  # fmt: skip
+
+    def _when_next(self, c: Conn, cycle: str, shard: int, now: float) -> Wait | Drained:
+        """Nothing is claimable now: when might something be (the slow, full look)?"""
+        origins = c.execute(
+            f"""SELECT o.*,
+                 {self._in_flight_sql} AS in_flight,
+                 (SELECT MIN(u.due_at) FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
+                    AND u.state IN ('eligible', 'failed_retryable')) AS due
+               FROM origins o WHERE o.shard = :shard AND NOT EXISTS ({_PAUSED})""",
+            {"now": now, "cycle": cycle, "shard": shard},
+        ).fetchall()
+        ready = [max(o["next_eligible_at"], o["backoff_until"], o["due"]) for o in origins
+                 if o["due"] is not None and _has_capacity(o, now)]  # fmt: skip
+        busy = any(o["due"] is not None and not _has_capacity(o, now) for o in origins)
+        if ready:
+            # A slot held elsewhere may free up any moment: look again soon, then.
+            soonest = max(min(ready), now)
+            return Wait(min(soonest, now + _POLL_S) if busy else soonest)
+        if busy:
+            return Wait(now + _POLL_S)
+        leased = c.execute(
+            """SELECT MIN(lease_expires_at) FROM urls
+               WHERE shard = ? AND cycle = ? AND state = 'leased'""",
+            (shard, cycle),
+        ).fetchone()[0]
+        return Drained() if leased is None else Wait(min(leased, now + _POLL_S))
+
+    def _policy(self, origin_row: Row) -> RobotsPolicy:
+        key = (origin_row["origin"], int(origin_row["robots_version"]))
+        policy = self._policies.get(key)
+        if policy is None:
+            policy = RobotsPolicy(
+                key[0], key[1], RobotsStatus(origin_row["robots_status"]), origin_row["robots_text"]
+            )
+            self._policies[key] = policy
+        return policy
+
+    def _lease_best_urls(
+        self,
+        c: Conn,
+        origin: Row,
+        policy: RobotsPolicy,
+        cycle: str,
+        now: float,
+        token: str,
+        lease_s: float,
+        gap: float,
+        n: int,
+    ) -> list[Lease]:
+        rows = c.execute(
+            """SELECT seq, url, depth, fence, attempts, etag, last_modified, redirect_chain, kind,
+                      priority, content_hash, document_id, change_history, last_checked_at,
+                      revisit_interval_s
+               FROM urls
+               WHERE origin = ? AND cycle = ? AND state IN ('eligible', 'failed_retryable')
+                 AND due_at <= ? ORDER BY priority DESC, seq LIMIT ?""",
+            (origin["origin"], cycle, now, _SCAN + n - 1),
+        ).fetchall()
+        blocked: list[tuple[str, int, int]] = []
+        leases: list[Lease] = []
+        for row in rows:
+            if len(leases) == n:
+                break
+            if not policy.allows(row["url"], token):
+                blocked.append((Reason.ROBOTS_DISALLOWED.value, policy.version, row["seq"]))
+                continue
+            leases.append(
+                Lease(
+                    url=row["url"],
+                    origin=origin["origin"],
+                    shard=int(origin["shard"]),
+                    depth=int(row["depth"]),
+                    fence=int(row["fence"]) + 1,
+                    lease_id=uuid.uuid4().hex,
+                    expires_at=now + lease_s,
+                    attempts=int(row["attempts"]) + 1,
+                    robots_version=policy.version,
+                    etag=row["etag"],
+                    last_modified=row["last_modified"],
+                    claimed_at=now,
+                    gap_s=gap,
+                    redirect_chain=tuple(json.loads(row["redirect_chain"] or "[]")),
+                    kind=row["kind"],
+                    priority=float(row["priority"]),
+                    content_hash=row["content_hash"],
+                    document_id=row["document_id"],
+                    change_history=row["change_history"],
+                    last_checked_at=row["last_checked_at"],
+                    revisit_interval_s=row["revisit_interval_s"],
+                    conditional=bool(origin["validators_trusted"]),
+                )
+            )
+        if blocked:
+            c.executemany(
+                "UPDATE urls SET state = 'blocked', reason = ?, robots_version = ? WHERE seq = ?",
+                blocked,
+            )
+        if leases:
+            c.executemany(
+                """UPDATE urls SET state = 'leased', lease_id = ?, lease_expires_at = ?, fence = ?,
+                   attempts = attempts + 1, slot_held = 1, robots_version = ?, extended = 0
+                   WHERE url = ?""",
+                [(x.lease_id, x.expires_at, x.fence, x.robots_version, x.url) for x in leases],
+            )
+        return leases
+
+    def release_slots(self, finished: Sequence[tuple[str, int]]) -> None:
+        """Requests are over: give their origin slots back (only the current attempts can)."""
+        if finished:
+            with self._tx() as c:
+                self._release(c, finished)
+
+    def _release(self, c: Conn, finished: Sequence[tuple[str, int]]) -> None:
+        if finished:
+            c.executemany(
+                "UPDATE urls SET slot_held = 0 WHERE url = ? AND fence = ? AND state = 'leased'",
+                sorted(finished),  # one lock order for every writer
+            )
+
+    def extend_lease(self, lease: Lease, now: float, lease_s: float) -> Lease | None:
+        """Extend a live lease once, with its current fence; None if it is stale, expired or
+        already extended (the worker must then give up, not commit late)."""
+        with self._tx() as c:
+            cur = c.execute(
+                """UPDATE urls SET lease_expires_at = ?, extended = 1
+                   WHERE url = ? AND fence = ? AND state = 'leased' AND extended = 0
+                     AND lease_expires_at > ?""",
+                (now + lease_s, lease.url, lease.fence, now),
+            )
+            return replace(lease, expires_at=now + lease_s) if cur.rowcount == 1 else None
+
+    def sweep(self, now: float) -> int:
+        """Return expired leases to eligible, attempts kept."""
+        with self._tx() as c:
+            cur = c.execute(
+                """UPDATE urls SET state = 'eligible', reason = ?, lease_id = NULL,
+                   lease_expires_at = NULL, slot_held = 0
+                   WHERE state = 'leased' AND lease_expires_at <= ?""",
+                (Reason.LEASE_EXPIRED.value, now),
+            )
+            return int(cur.rowcount)
+
+    def acquire_batch(self, cycle: str, shard: int, holder: str, now: float) -> BatchLease:
+        """Take the next fence token of partition (cycle, shard) for `holder` (a run id)."""
+        with self._tx() as c:
+            self._lock_shard(c, shard)
+            row = c.execute(
+                "SELECT fence FROM batch_leases WHERE cycle = ? AND shard = ?" + self._for_update,
+                (cycle, shard),
+            ).fetchone()
+            fence = (int(row["fence"]) if row else 0) + 1
+            c.execute(
+                "INSERT OR REPLACE INTO batch_leases VALUES (?,?,?,?,?)",
+                (cycle, shard, fence, holder, now),
+            )
+        return BatchLease(cycle, shard, fence, holder)
+
+    def batch_lease(self, cycle: str, shard: int) -> BatchLease | None:
+        """The newest batch lease of a partition."""
+        row = self._select(
+            "SELECT fence, holder FROM batch_leases WHERE cycle = ? AND shard = ?", (cycle, shard)
+        ).fetchone()
+        return BatchLease(cycle, shard, int(row["fence"]), row["holder"]) if row else None
+
+    def mark_paused(self, cycle: str, shard: int) -> int:
+        """Give the open URLs of paused origins the reason they were not fetched."""
+        with self._tx() as c:
+            cur = c.execute(
+                f"""UPDATE urls SET reason = ? WHERE shard = ? AND cycle = ?
+                    AND state IN ('eligible', 'failed_retryable')
+                    AND origin IN (SELECT o.origin FROM origins o WHERE EXISTS ({_PAUSED}))""",
+                (Reason.OPERATOR_PAUSED.value, shard, cycle),
+            )
+            return int(cur.rowcount)
+
+    def defer_remaining(self, cycle: str, shard: int, reason: str) -> int:
+        with self._tx() as c:
+            cur = c.execute(
+                """UPDATE urls SET reason = ? WHERE shard = ? AND cycle = ?
+                   AND state IN ('eligible', 'failed_retryable')""",
+                (reason, shard, cycle),
+            )
+            return int(cur.rowcount)

@@ -1,0 +1,101 @@
+"""Reads for exports, `atlas inspect` and progress: no writes here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from .core import (
+    _PAUSED,
+    StoreCore,
+    url_digest,
+)
+
+
+class ReadStore(StoreCore):
+    """Reads for the lake exports, inspect and progress."""
+
+    def cycle_progress(self, cycle: str) -> tuple[int, int]:
+        """(URLs of `cycle` done, URLs queued for it): the total grows as links come in."""
+        row = self._select(
+            """SELECT COALESCE(SUM(CASE WHEN state IN ('eligible', 'failed_retryable', 'leased')
+                                   THEN 0 ELSE 1 END), 0), COUNT(*)
+               FROM urls WHERE cycle = ?""",
+            (cycle,),
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
+    def fetch_records(self, cycle: str, shard: int) -> Iterator[dict[str, Any]]:
+        """The committed records of one partition, streamed (a partition can be large)."""
+        rows = self._select(
+            """SELECT record, links, document FROM fetch_records
+               WHERE cycle = ? AND shard = ? ORDER BY rowid""",
+            (cycle, shard),
+        )
+        for r in rows:
+            yield {
+                "record": json.loads(r["record"]),
+                "links": json.loads(r["links"]),
+                "document": json.loads(r["document"]) if r["document"] else None,
+            }
+
+    def referenced_bodies(self) -> set[str]:
+        """Every body key a committed record or a URL's current version references."""
+        rows = self._select(
+            """SELECT body_key FROM fetch_records WHERE body_key IS NOT NULL
+               UNION SELECT content_hash FROM urls WHERE content_hash IS NOT NULL"""
+        )
+        return {r[0] for r in rows}
+
+    def origin_rows(self, shard: int) -> list[dict[str, Any]]:
+        """Each origin of the shard: its pacing, grouping, robots and validator standing."""
+        rows = self._select(
+            f"""SELECT origin, registrable_domain, fair_class, bucket, min_gap_s, adapt_gap_s,
+                       max_in_flight, backoff_until, robots_status, robots_version,
+                       robots_fetched_at, validators_trusted, validator_checks,
+                       validator_misses, EXISTS ({_PAUSED}) AS paused
+               FROM origins o WHERE shard = ? ORDER BY origin""",
+            (shard,),
+        )
+        return [{**dict(r), "paused": bool(r["paused"]),
+                 "validators_trusted": bool(r["validators_trusted"])} for r in rows]  # fmt: skip
+
+    def url_rows(self, shard: int) -> list[dict[str, Any]]:
+        rows = self._select(
+            """SELECT url, discovered_url, origin, depth, priority, state, reason, cycle, due_at,
+                      attempts, fence, robots_version, source, discovered_cycle, discovered_at,
+                      last_fetch_at, last_status, etag, last_modified, content_hash,
+                      document_id, last_checked_at, checks, changes, revisit_interval_s,
+                      revisit_reason, change_rate,
+                      (SELECT validators_trusted FROM origins o WHERE o.origin = urls.origin)
+                        AS validators_trusted
+               FROM urls WHERE shard = ? ORDER BY seq""",
+            (shard,),
+        )
+        return [dict(r) for r in rows]
+
+    def stale_attempts(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._select("SELECT * FROM stale_attempts")]
+
+    def url_row(self, url: str) -> dict[str, Any] | None:
+        """One URL's catalogue row (looked up by digest, confirmed on the full string), with
+        its kind, redirect chain and its origin's validator trust; None if it is unknown."""
+        row = self._select(
+            """SELECT url, discovered_url, origin, shard, kind, depth, priority, state, reason,
+                      cycle, due_at, attempts, fence, robots_version, source, discovered_cycle,
+                      discovered_at, redirect_chain, lease_expires_at, last_fetch_at,
+                      last_status, etag, last_modified, content_hash, document_id,
+                      last_checked_at, checks, changes, revisit_interval_s, revisit_reason,
+                      change_rate,
+                      (SELECT validators_trusted FROM origins o WHERE o.origin = urls.origin)
+                        AS validators_trusted
+               FROM urls WHERE url_hash = ? AND url = ?""",
+            (url_digest(url), url),
+        ).fetchone()
+        return None if row is None else dict(row)
+
+    def stale_attempts_of(self, url: str) -> list[dict[str, Any]]:
+        """The stale attempts (fenced commits refused) of one URL, oldest first."""
+        rows = self._select("SELECT * FROM stale_attempts WHERE url = ? ORDER BY at", (url,))
+        return [dict(r) for r in rows]

@@ -1,13 +1,31 @@
 """Frontier selection: which due URLs of an origin a cycle takes (seed 000 ch. 9-10).
 
-A pure rule over one origin's due URLs in priority order; the coordination store reads
-them, calls `split_budget` and marks the picks eligible for the cycle.
+Pure rules over a shard's due URLs: their order (`frontier_key`: priority aged by the
+time a URL has waited, then depth, then discovery order) and, per origin, which of them
+its budget takes (`split_budget`). The coordination store reads the due URLs, sorts them,
+calls `split_budget` and marks the picks eligible for the cycle.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+
+def aged_priority(
+    priority: float, discovered_at: float, now: float, aging_per_hour: float
+) -> float:
+    """A URL's priority after waiting since `discovered_at`: `aging_per_hour` more for each
+    hour, so a URL the budget left out of earlier cycles climbs past newer ones."""
+    return priority + aging_per_hour * (now - discovered_at) / 3600.0
+
+
+def frontier_key(
+    priority: float, discovered_at: float, depth: int, seq: int, now: float, aging_per_hour: float
+) -> tuple[float, int, int]:
+    """The sort key of a due URL: highest aged priority first, then the shallowest, then
+    the first discovered (`seq`, the catalogue's insertion order)."""
+    return (-aged_priority(priority, discovered_at, now, aging_per_hour), depth, seq)
 
 
 def split_budget(revisit: Sequence[bool], free: int, discovery_share: float) -> list[int]:

@@ -2,13 +2,15 @@
 
 The state (next_eligible_at, backoff_until, in-flight slots) lives in the coordination
 store so every worker, process and run shares one clock per origin; this module only
-computes the numbers that go into it.
+computes the numbers that go into it, and the claim scheduler's decision (`may_claim`:
+clock, backoff, slots, class quota and starvation bound) from what the store read.
 """
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
@@ -73,6 +75,106 @@ def over_quota(cls: str, scores: Mapping[str, float], quota: float, waiting: set
     if quota >= 1.0 or total <= 0 or scores.get(cls, 0.0) / total <= quota:
         return False
     return any(o != cls and scores.get(o, 0.0) / total <= quota for o in waiting)
+
+
+# ---------------------------------------------------------------- the claim scheduler
+# Seed 000 ch. 10: ready origins are served longest-waiting first (aging of origins); a
+# fairness class over its quota of recent attempts waits while another class with eligible
+# work is under its own, unless the origin has waited past the starvation bound. The store
+# reads the origins' clocks, slots and the classes' scores, calls `may_claim`, and writes
+# the claims and the scores back.
+
+SCORE_FLOOR = 1e-3  # a class score decayed below this is forgotten (no row kept for it)
+
+
+@dataclass(frozen=True, slots=True)
+class OriginSlot:
+    """One origin as the claim scheduler sees it, as the coordination store keeps it."""
+
+    fair_class: str
+    next_eligible_at: float = 0.0  # its clock: the earliest start of its next request
+    backoff_until: float = 0.0
+    in_flight: int = 0  # requests holding one of its slots
+    max_in_flight: int = 1
+    robots_lease_until: float = 0.0  # a robots.txt fetch holds a slot until then
+    robots_expires_at: float = math.inf  # its robots policy is good until then
+
+
+@dataclass(frozen=True, slots=True)
+class FairnessRule:
+    """The knobs of `may_claim` (politeness.class_quota and friends)."""
+
+    class_quota: float = 1.0  # most share of recent attempts per class while others wait
+    starvation_bound_s: float = 30.0  # an origin waiting this long is served, quota or not
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Whether the scheduler claims for an origin now, and why (not)."""
+
+    claim: bool
+    reason: str  # "ok", "starved" | "not_due", "backoff", "no_capacity", "over_quota"
+
+
+def has_capacity(origin: OriginSlot, now: float) -> bool:
+    """A free in-flight slot, and no robots fetch in progress for an expired policy (a
+    robots fetch in progress holds one slot)."""
+    robots_busy = origin.robots_lease_until > now
+    if robots_busy and origin.robots_expires_at <= now:
+        return False
+    return origin.in_flight + int(robots_busy) < origin.max_in_flight
+
+
+def waited_s(origin: OriginSlot, now: float) -> float:
+    """How long the origin has been eligible (its clock is when it became so)."""
+    return now - origin.next_eligible_at
+
+
+def claim_order(origins: Sequence[OriginSlot]) -> list[int]:
+    """The positions of `origins` longest-waiting first (earliest clock); ties keep their
+    order."""
+    return sorted(range(len(origins)), key=lambda i: origins[i].next_eligible_at)
+
+
+def waiting_classes(pending: Mapping[str, int]) -> set[str]:
+    """The classes that still have ready origins not yet served."""
+    return {cls for cls, n in pending.items() if n > 0}
+
+
+def class_scores(
+    usage: Iterable[tuple[str, float, float]], now: float, half_life_s: float
+) -> dict[str, float]:
+    """Recent attempts per class, from stored (class, score, at) rows, decayed to `now`."""
+    return {cls: decayed(score, at, now, half_life_s) for cls, score, at in usage}
+
+
+def kept_scores(scores: Mapping[str, float]) -> dict[str, float]:
+    """The class scores worth storing: those not decayed (or never grown) past the floor."""
+    return {cls: v for cls, v in scores.items() if v > SCORE_FLOOR}
+
+
+def may_claim(
+    origin: OriginSlot,
+    scores: Mapping[str, float],
+    waiting: set[str],
+    now: float,
+    rule: FairnessRule,
+) -> Decision:
+    """Whether to claim for `origin` now: its clock and backoff allow a request, it has a
+    free slot, and its class is not over quota while another class in `waiting` is under
+    its own, unless the origin has waited past the starvation bound (which beats the
+    quota)."""
+    if origin.next_eligible_at > now:
+        return Decision(False, "not_due")
+    if origin.backoff_until > now:
+        return Decision(False, "backoff")
+    if not has_capacity(origin, now):
+        return Decision(False, "no_capacity")
+    if waited_s(origin, now) >= rule.starvation_bound_s:
+        return Decision(True, "starved")
+    if over_quota(origin.fair_class, scores, rule.class_quota, waiting):
+        return Decision(False, "over_quota")
+    return Decision(True, "ok")
 
 
 # ---------------------------------------------------------------- adaptive pacing (AIMD)

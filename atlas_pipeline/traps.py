@@ -7,7 +7,9 @@ run shares one count: distinct worded query strings of one path and key set (fac
 filters, search terms), distinct worded query strings of one path whatever their keys
 (filters added and removed in any order make every subset and order of keys a new key set),
 and distinct URLs of one digit pattern, with a much lower cap when the digits look like dates
-(calendars).
+(calendars). Which cap (if any) refuses a new URL is `trap_cut`, a pure function of its keys
+and its origin's counters; the store reads the counters, calls it and counts the URLs it
+takes.
 
 The novelty rule (`judge_novelty`) stops a path's variants once the last K of them fetched
 brought nothing new: no new URL that is not itself a variant, no document text not already
@@ -18,8 +20,12 @@ state, calls it at commit time and writes its decision.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import unquote, urlsplit
+
+from .reasons import Reason
 
 _DIGITS = re.compile(r"\d+")
 # /2026/11, /2026/11/29, 2026-11, 2026-11-29, 20261129: years 1900-2199 with a month after
@@ -57,6 +63,60 @@ def trap_keys(url: str) -> TrapKeys:
         query_key=f"{parts.path}?{keys}" if worded else None,
         path_key=parts.path if worded else None,
     )
+
+
+# ---------------------------------------------------------------- the trap caps
+TRAP_KINDS = ("pattern", "query", "path")  # the store's counters: one per kind a URL has a key of
+STOPPED = "stopped"  # counts[(STOPPED, path)] > 0: the novelty rule stopped the path's variants
+
+
+def trap_key(keys: TrapKeys, kind: str) -> str | None:
+    """The key a URL is counted under for counter `kind` (None: not counted there)."""
+    if kind == "pattern":
+        return keys.pattern
+    return keys.query_key if kind == "query" else keys.path_key
+
+
+def counted_keys(keys: TrapKeys) -> list[tuple[str, str]]:
+    """The (kind, key) counters a URL is counted under, in the order the caps are judged."""
+    return [(kind, key) for kind in TRAP_KINDS if (key := trap_key(keys, kind)) is not None]
+
+
+class Caps(Protocol):
+    """Distinct URLs the catalogue takes per trap key of an origin (the store's TrapCaps)."""
+
+    @property
+    def query_variants(self) -> int: ...
+    @property
+    def pattern_urls(self) -> int: ...
+    @property
+    def calendar_urls(self) -> int: ...
+    @property
+    def path_variants(self) -> int: ...
+
+
+def trap_cut(keys: TrapKeys, counts: Mapping[tuple[str, str], int], caps: Caps) -> str | None:
+    """The reason a new URL with `keys` is refused, or None when the catalogue takes it.
+
+    `counts` holds, for the URL's origin, the URLs already in the catalogue per (kind, key)
+    (missing: none) and (STOPPED, path) > 0 when the novelty rule stopped the path. The
+    first reason that holds wins: the path is stopped (trap_no_novelty); its digit pattern
+    is full (calendar_cap for dated digits, whose cap is lower, else path_pattern_cap); its
+    path and key set has its worded query strings (query_variant_cap); its path has them,
+    all key sets together (path_variant_cap). A cap of N takes N URLs: at N the next goes."""
+    if keys.path_key is not None and counts.get((STOPPED, keys.path_key), 0) > 0:
+        return Reason.TRAP_NO_NOVELTY.value
+    caps_of = {
+        "pattern": (caps.calendar_urls, Reason.CALENDAR_CAP) if keys.dated
+        else (caps.pattern_urls, Reason.PATTERN_CAP),
+        "query": (caps.query_variants, Reason.QUERY_VARIANT_CAP),
+        "path": (caps.path_variants, Reason.PATH_VARIANT_CAP),
+    }  # fmt: skip
+    for kind, key in counted_keys(keys):
+        cap, reason = caps_of[kind]
+        if counts.get((kind, key), 0) >= cap:
+            return reason.value
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,16 @@ from typing import Any
 from rbloom import Bloom
 
 from ..reasons import Reason
-from ..traps import Novelty, TrapKeys, VariantFetch, judge_novelty, trap_keys
+from ..traps import (
+    STOPPED,
+    Novelty,
+    TrapKeys,
+    VariantFetch,
+    counted_keys,
+    judge_novelty,
+    trap_cut,
+    trap_keys,
+)
 from .base import (
     Candidate,
     Lease,
@@ -24,9 +33,7 @@ from .base import (
 from .core import (
     _BATCH,
     _NOT_NEW,
-    _TRAP_KINDS,
     Conn,
-    _trap_key,
     url_digest,
 )
 from .origins import OriginStore
@@ -194,9 +201,8 @@ class CatalogueStore(OriginStore):
         the same statement: no extra round trip per discovery)."""
         counts: Counter[tuple[str, str, str]] = Counter()
         wanted = sorted(
-            {(x.origin, kind, k) for x in fresh for kind in _TRAP_KINDS
-             for k in [_trap_key(keys[x.url], kind)] if k is not None}
-        )  # fmt: skip
+            {(x.origin, kind, k) for x in fresh for kind, k in counted_keys(keys[x.url])}
+        )
         paths = sorted({(x.origin, p) for x in fresh if (p := keys[x.url].path_key) is not None})
         for i in range(0, max(len(wanted), len(paths)), _BATCH):
             part, stops = wanted[i : i + _BATCH], paths[i : i + _BATCH]
@@ -219,10 +225,8 @@ class CatalogueStore(OriginStore):
         every writer (no lock-order deadlocks on PostgreSQL)."""
         added: Counter[tuple[str, str, str]] = Counter()
         for origin, k in inserted:
-            for kind in _TRAP_KINDS:
-                key = _trap_key(k, kind)
-                if key is not None:
-                    added[(origin, kind, key)] += 1
+            for kind, key in counted_keys(k):
+                added[(origin, kind, key)] += 1
         c.executemany(
             """INSERT INTO trap_counts (origin, kind, key, n) VALUES (?, ?, ?, ?)
                ON CONFLICT (origin, kind, key) DO UPDATE SET n = trap_counts.n + excluded.n""",
@@ -232,25 +236,17 @@ class CatalogueStore(OriginStore):
     def _trap_cut(
         self, x: Candidate, keys: TrapKeys, counts: Counter[tuple[str, str, str]]
     ) -> str | None:
-        """The cap reason when admitting `x` would pass a trap cap (or its path's variants
-        are stopped for no novelty); else count it in."""
-        if keys.path_key is not None and counts[(x.origin, "stopped", keys.path_key)]:
-            return Reason.TRAP_NO_NOVELTY.value
-        pattern_cap = self.caps.calendar_urls if keys.dated else self.caps.pattern_urls
-        checks = [("pattern", keys.pattern, pattern_cap,
-                   Reason.CALENDAR_CAP if keys.dated else Reason.PATTERN_CAP)]  # fmt: skip
-        if keys.query_key is not None:
-            checks.append(("query", keys.query_key, self.caps.query_variants,
-                           Reason.QUERY_VARIANT_CAP))  # fmt: skip
+        """The cap reason (traps.trap_cut) when admitting `x` would pass a trap cap or its
+        path's variants are stopped for no novelty; else count it in."""
+        counted = counted_keys(keys)
+        mine = {(kind, key): counts[(x.origin, kind, key)] for kind, key in counted}
         if keys.path_key is not None:
-            checks.append(("path", keys.path_key, self.caps.path_variants,
-                           Reason.PATH_VARIANT_CAP))  # fmt: skip
-        for kind, key, cap, reason in checks:
-            if counts[(x.origin, kind, key)] >= cap:
-                return reason.value
-        for kind, key, _, _ in checks:
-            counts[(x.origin, kind, key)] += 1
-        return None
+            mine[(STOPPED, keys.path_key)] = counts[(x.origin, STOPPED, keys.path_key)]
+        cut = trap_cut(keys, mine, self.caps)
+        if cut is None:
+            for kind, key in counted:
+                counts[(x.origin, kind, key)] += 1
+        return cut
 
     def _maybe_known(self, c: Conn, urls: list[str]) -> list[str]:
         """The URLs worth an exact lookup. With the Bloom prefilter, only its "maybe"s: a

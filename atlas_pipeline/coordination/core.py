@@ -17,9 +17,9 @@ from typing import Any
 from rbloom import Bloom
 
 from ..errors import StoreUnavailable
+from ..politeness import OriginSlot, has_capacity
 from ..reasons import Reason
 from ..robots import RobotsPolicy
-from ..traps import TrapKeys
 from ..urls import registrable_domain
 from .base import (
     Lease,
@@ -137,7 +137,21 @@ class StoreCore:
         (IMMEDIATE already serializes writers here)."""
 
     def _lock_shard(self, c: Conn, shard: int) -> None:
-        """Serialize claims and frontier selection of one shard (IMMEDIATE does it here)."""
+        """Serialize frontier selection of one shard (IMMEDIATE does it here)."""
+
+    # How a claim keeps two claimers off one origin: SQLite's IMMEDIATE transactions let one
+    # writer in at a time, so nothing more is needed here; PostgreSQL locks the origin rows
+    # a claim takes and lets other claimers pass them (postgres.py).
+    _skip_locked = ""
+    _wait_locked = ""
+
+    def _lock_claims(self, c: Conn, shard: int) -> None:
+        """Whatever a claim of `shard` must lock before it reads the ready origins."""
+
+    def _recount_in_flight(self, c: Conn, ready: list[Row], now: float) -> list[Row]:
+        """The ready origins with their in-flight counts as of now (the claim's own reading
+        is current here: one writer at a time)."""
+        return ready
 
     def _operator_state(self, c: Conn) -> tuple[list[dict[str, Any]], list[Suppression]]:
         """Operator policies and suppressions, in one round trip (discovery needs both)."""
@@ -173,12 +187,23 @@ def _clock_update(origin: str, claim: Lease | RobotsTask) -> tuple[Any, ...]:
     )
 
 
+def _origin_slot(origin: Row) -> OriginSlot:
+    """An origin row (with its in_flight count) as the claim scheduler's rules see it."""
+    return OriginSlot(
+        fair_class=origin["fair_class"],
+        next_eligible_at=float(origin["next_eligible_at"]),
+        backoff_until=float(origin["backoff_until"]),
+        in_flight=int(origin["in_flight"]),
+        max_in_flight=int(origin["max_in_flight"]),
+        robots_lease_until=float(origin["robots_lease_until"]),
+        robots_expires_at=float(origin["robots_expires_at"]),
+    )
+
+
 def _has_capacity(origin: Row, now: float) -> bool:
-    """A free in-flight slot, and no robots fetch in progress for an expired policy."""
-    robots_busy = origin["robots_lease_until"] > now
-    if robots_busy and origin["robots_expires_at"] <= now:
-        return False
-    return bool(origin["in_flight"] + int(robots_busy) < origin["max_in_flight"])
+    """A free in-flight slot, and no robots fetch in progress for an expired policy
+    (politeness.has_capacity)."""
+    return has_capacity(_origin_slot(origin), now)
 
 
 def url_digest(url: str) -> int:
@@ -186,13 +211,6 @@ def url_digest(url: str) -> int:
     return int.from_bytes(hashlib.sha256(url.encode("utf-8")).digest()[:8], "big", signed=True)
 
 
-def _trap_key(keys: TrapKeys, kind: str) -> str | None:
-    if kind == "pattern":
-        return keys.pattern
-    return keys.query_key if kind == "query" else keys.path_key
-
-
-_TRAP_KINDS = ("pattern", "query", "path")  # trap_counts kinds, one counter per URL each
 # link decisions that added no URL to the catalogue (everything else inserted one)
 _NOT_NEW = frozenset(
     {Reason.ALREADY_KNOWN.value, Reason.SUPPRESSED.value, Reason.QUERY_VARIANT_CAP.value,

@@ -10,10 +10,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..frontier import split_budget
+from ..frontier import frontier_key, split_budget
 from ..politeness import (
-    decayed,
-    over_quota,
+    Decision,
+    FairnessRule,
+    claim_order,
+    class_scores,
+    kept_scores,
+    may_claim,
+    waiting_classes,
 )
 from ..reasons import Reason
 from ..robots import RobotsPolicy, RobotsStatus
@@ -34,6 +39,7 @@ from .core import (
     Row,
     _clock_update,
     _has_capacity,
+    _origin_slot,
     _selection_reason,
 )
 from .origins import OriginStore
@@ -56,17 +62,20 @@ class QueueStore(OriginStore):
             due = c.execute(
                 # Robots-blocked URLs come back once their origin's policy is due for a refresh:
                 # the claim fetches robots.txt first and judges them against the new rules.
-                """SELECT seq, origin, state FROM urls
+                """SELECT seq, origin, state, priority, discovered_at, depth FROM urls
                    WHERE shard = ? AND (cycle IS NULL OR cycle <> ?) AND (
                        state = 'discovered'
                        OR (state IN ('eligible', 'failed_retryable', 'fetched', 'quarantined')
                            AND due_at <= ?)
                        OR (state = 'blocked' AND reason = 'robots_disallowed' AND origin IN
-                           (SELECT origin FROM origins WHERE robots_expires_at <= ?)))
-                   ORDER BY priority + ? * (? - discovered_at) / 3600.0 DESC, depth, seq""",
-                # aging: a URL left out of earlier cycles by the budget gains priority as it waits
-                (shard, cycle, now, now, self.default_policy.aging_per_hour, now),
+                           (SELECT origin FROM origins WHERE robots_expires_at <= ?)))""",
+                (shard, cycle, now, now),
             ).fetchall()
+            # aging: a URL left out of earlier cycles by the budget gains priority as it waits
+            aging = self.default_policy.aging_per_hour
+            due = sorted(due, key=lambda r: frontier_key(
+                float(r["priority"]), float(r["discovered_at"]), int(r["depth"]), int(r["seq"]),
+                now, aging))  # fmt: skip
             picked = [
                 (_selection_reason(row["state"]), row["seq"])
                 for row in self._split_budget(due, counts)
@@ -126,21 +135,29 @@ class QueueStore(OriginStore):
         ((url, fence) of finished requests): one round trip set for many URLs."""
         with self._tx() as c:
             self._release(c, release)
-            self._lock_shard(c, shard)
-            params = {"now": now, "cycle": cycle, "shard": shard}
+            self._lock_claims(c, shard)
+            params: dict[str, Any] = {"now": now, "cycle": cycle, "shard": shard}
             # Fast path: origins whose clocks allow a request now and that have due work,
             # earliest clock first; each EXISTS stops at its first index entry.
-            ready_now = c.execute(
-                f"""SELECT o.*, {self._in_flight_sql} AS in_flight
-                   FROM origins o
+            ready_from = f"""FROM origins o
                    WHERE o.shard = :shard AND o.next_eligible_at <= :now AND o.backoff_until <= :now
                      AND EXISTS (SELECT 1 FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
                                  AND u.state IN ('eligible', 'failed_retryable') AND u.due_at <= :now)
-                     AND NOT EXISTS ({_PAUSED})
-                   ORDER BY o.next_eligible_at LIMIT :n""",
-                # wider than `limit`, so classes under their quota are seen behind a big one
-                {**params, "n": max(64, 4 * limit)},
-            ).fetchall()
+                     AND NOT EXISTS ({_PAUSED})"""
+            ready_sql = f"""SELECT o.*, {self._in_flight_sql} AS in_flight {ready_from}
+                   ORDER BY o.next_eligible_at LIMIT :n"""
+            # wider than `limit`, so classes under their quota are seen behind a big one
+            params["n"] = max(64, 4 * limit)
+            ready_now = c.execute(ready_sql + self._skip_locked, params).fetchall()
+            if not ready_now and self._wait_locked:
+                # Every ready origin is held by another claimer: wait for those claims to end
+                # (taking the rows in origin order, the order commits lock them in) and judge
+                # the origins again, so the answer says when to come back, not "at once".
+                c.execute(
+                    f"SELECT 1 {ready_from} ORDER BY o.origin LIMIT :n" + self._wait_locked, params
+                )
+                ready_now = c.execute(ready_sql + self._skip_locked, params).fetchall()
+            ready_now = self._recount_in_flight(c, ready_now, now)
             claims: list[Lease | RobotsTask] = []
             clocks: list[tuple[Any, ...]] = []
             buckets: set[str] = set()  # buckets served by this call: one claim each
@@ -149,14 +166,14 @@ class QueueStore(OriginStore):
             scores = self._class_scores(c, shard, now)
             pending = Counter(o["fair_class"] for o in ready)  # classes with eligible work
             looked = False
-            for origin in ready:
+            for origin in [ready[i] for i in claim_order([_origin_slot(o) for o in ready])]:
                 if len(claims) >= limit:
                     break
                 cls = origin["fair_class"]
                 if origin["bucket"] in buckets:
                     pending[cls] -= 1
                     continue
-                if self._held_back(origin, scores, pending, now):
+                if not self._may_claim(origin, scores, pending, now).claim:
                     continue
                 looked = True
                 pending[cls] -= 1
@@ -183,16 +200,14 @@ class QueueStore(OriginStore):
             # every due URL of a ready origin was robots-blocked: look again at once
             return Wait(now) if looked else self._when_next(c, cycle, shard, now)
 
-    def _held_back(
+    def _may_claim(
         self, origin: Row, scores: dict[str, float], pending: Counter[str], now: float
-    ) -> bool:
-        """Over its class quota while other classes wait, and not yet waiting past the
-        starvation bound (which beats the quota)."""
+    ) -> Decision:
+        """The claim scheduler's rule (politeness.may_claim) for `origin`; the classes
+        waiting are those with ready origins not yet served (`pending`)."""
         p = self.default_policy
-        if now - float(origin["next_eligible_at"]) >= p.starvation_bound_s:
-            return False
-        waiting = {k for k, n in pending.items() if n > 0}
-        return over_quota(origin["fair_class"], scores, p.class_quota, waiting)
+        rule = FairnessRule(p.class_quota, p.starvation_bound_s)
+        return may_claim(_origin_slot(origin), scores, waiting_classes(pending), now, rule)
 
     def _class_scores(self, c: Conn, shard: int, now: float) -> dict[str, float]:
         """Recent attempts per fairness class in this shard, decayed to `now`."""
@@ -201,8 +216,8 @@ class QueueStore(OriginStore):
         rows = c.execute(
             "SELECT fair_class, score, at FROM class_usage WHERE shard = ?", (shard,)
         ).fetchall()
-        half_life = self.default_policy.class_window_s
-        return {r[0]: decayed(float(r[1]), float(r[2]), now, half_life) for r in rows}
+        usage = [(r[0], float(r[1]), float(r[2])) for r in rows]
+        return class_scores(usage, now, self.default_policy.class_window_s)
 
     def _save_class_scores(self, c: Conn, shard: int, scores: dict[str, float], now: float) -> None:
         if self.default_policy.class_quota >= 1.0:
@@ -210,7 +225,7 @@ class QueueStore(OriginStore):
         c.executemany(
             """INSERT INTO class_usage (shard, fair_class, score, at) VALUES (?,?,?,?)
                ON CONFLICT (shard, fair_class) DO UPDATE SET score = excluded.score, at = excluded.at""",
-            sorted((shard, k, v, now) for k, v in scores.items() if v > 1e-3),
+            sorted((shard, k, v, now) for k, v in kept_scores(scores).items()),
         )
 
     def _claim_origin(

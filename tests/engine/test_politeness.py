@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from typing import Any
 
 import pytest
 
 from atlas_pipeline.politeness import (
     Answer,
+    Decision,
+    FairnessRule,
+    OriginSlot,
     Pacing,
     PacingRule,
     adapt,
     backoff_s,
+    claim_order,
+    class_scores,
+    decayed,
+    has_capacity,
+    kept_scores,
+    may_claim,
     origin_gap,
+    over_quota,
     overloaded,
     parse_retry_after,
+    waiting_classes,
 )
 
 NOW = 1_700_000_000.0
@@ -182,3 +195,141 @@ def test_recover_steps_healthy_answers_undo_the_ceiling() -> None:
 )
 def test_overloaded(state: Pacing, answer: Answer, expected: bool) -> None:
     assert overloaded(state, answer, RULE) is expected
+
+
+# the claim scheduler's fairness (seed 000 ch. 10) ----------------------------------------
+@pytest.mark.parametrize(
+    ("score", "at", "now", "half_life", "expected"),
+    [
+        (8.0, NOW, NOW, 60.0, 8.0),  # no time passed
+        (8.0, NOW, NOW + 60, 60.0, 4.0),  # one half-life: half
+        (8.0, NOW, NOW + 120, 60.0, 2.0),  # two: a quarter
+        (8.0, NOW, NOW + 30, 60.0, 8.0 * 0.5**0.5),  # smooth in between
+        (8.0, NOW, NOW + 60, 120.0, 8.0 * 0.5**0.5),  # a longer window decays slower
+        (8.0, NOW + 50, NOW, 60.0, 8.0),  # stamped in the future (another clock): no growth
+        (0.0, NOW, NOW + 60, 60.0, 0.0),
+    ],
+)
+def test_decayed(score: float, at: float, now: float, half_life: float, expected: float) -> None:
+    assert decayed(score, at, now, half_life) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("cls", "scores", "quota", "waiting", "expected", "why"),
+    [
+        ("a", {"a": 9.0, "b": 1.0}, 0.5, {"b"}, True, "over its share while b waits"),
+        ("a", {"a": 9.0, "b": 1.0}, 1.0, {"b"}, False, "quota 1: off"),
+        ("a", {"a": 9.0, "b": 1.0}, 0.5, set(), False, "nobody else waits"),
+        ("a", {"a": 9.0, "b": 1.0}, 0.5, {"a"}, False, "only its own class waits"),
+        ("a", {"a": 5.0, "b": 5.0}, 0.5, {"b"}, False, "at the quota is not over it"),
+        ("a", {"a": 6.0, "b": 4.0}, 0.5, {"b"}, True, "just over"),
+        ("a", {"a": 6.0, "b": 4.0}, 0.5, {"c"}, True, "a class with no score is under"),
+        ("a", {"a": 6.0, "b": 4.0}, 0.3, {"b"}, False, "the waiting class is over its own"),
+        ("a", {"a": 7.0, "b": 3.0}, 0.3, {"b"}, True, "the waiting class at its quota is under"),
+        ("b", {"a": 9.0, "b": 1.0}, 0.5, {"a"}, False, "the small class is never held back"),
+        ("a", {}, 0.5, {"b"}, False, "no recent attempts at all"),
+        ("a", {"a": 0.0, "b": 0.0}, 0.5, {"b"}, False, "all scores decayed to zero"),
+    ],
+)
+def test_over_quota(
+    cls: str, scores: dict[str, float], quota: float, waiting: set[str], expected: bool, why: str
+) -> None:
+    assert over_quota(cls, scores, quota, waiting) is expected, why
+
+
+ONE = OriginSlot("a", next_eligible_at=NOW - 1.0)  # class a, due a second ago, 1 free slot
+
+
+def slot(**changes: Any) -> OriginSlot:
+    return replace(ONE, **changes)
+
+
+@pytest.mark.parametrize(
+    ("origin", "expected", "why"),
+    [
+        (slot(in_flight=0, max_in_flight=1), True, "a free slot"),
+        (slot(in_flight=1, max_in_flight=1), False, "every slot taken"),
+        (slot(in_flight=1, max_in_flight=2), True, "one of two taken"),
+        (slot(in_flight=2, max_in_flight=1), False, "over the cap (a lowered max_in_flight)"),
+        (slot(robots_lease_until=NOW + 5, robots_expires_at=NOW - 1, max_in_flight=2), False,
+         "robots fetch in progress for an expired policy: wait for it, free slots or not"),
+        (slot(robots_lease_until=NOW + 5, robots_expires_at=NOW, max_in_flight=2), False,
+         "a policy expiring now is expired"),
+        (slot(robots_lease_until=NOW + 5, robots_expires_at=NOW + 60, max_in_flight=2), True,
+         "a refresh ahead of expiry holds one slot of two"),
+        (slot(robots_lease_until=NOW + 5, robots_expires_at=NOW + 60, max_in_flight=1), False,
+         "... and the only one"),
+        (slot(robots_lease_until=NOW, robots_expires_at=NOW - 1), True,
+         "a robots lease ending now holds nothing"),
+    ],
+)  # fmt: skip
+def test_has_capacity(origin: OriginSlot, expected: bool, why: str) -> None:
+    assert has_capacity(origin, NOW) is expected, why
+
+
+FAIR = FairnessRule(class_quota=0.5, starvation_bound_s=30.0)
+BIG = {"a": 9.0, "b": 1.0}  # class a took 90% of recent attempts
+
+
+@pytest.mark.parametrize(
+    ("origin", "scores", "waiting", "rule", "claim", "reason"),
+    [
+        (slot(), {}, set(), FAIR, True, "ok"),
+        (slot(fair_class="b"), BIG, {"a", "b"}, FAIR, True, "ok"),
+        (slot(), BIG, {"b"}, FAIR, False, "over_quota"),
+        (slot(), BIG, set(), FAIR, True, "ok"),  # nobody waits: the quota does not hold back
+        (slot(), BIG, {"b"}, FairnessRule(class_quota=1.0), True, "ok"),  # quota off
+        (slot(next_eligible_at=NOW - 30.0), BIG, {"b"}, FAIR, True, "starved"),  # at the bound
+        (slot(next_eligible_at=NOW - 29.9), BIG, {"b"}, FAIR, False, "over_quota"),
+        (slot(next_eligible_at=NOW - 300.0), {}, set(), FAIR, True, "starved"),
+        (slot(next_eligible_at=NOW + 1.0), {}, set(), FAIR, False, "not_due"),
+        (slot(next_eligible_at=NOW), {}, set(), FAIR, True, "ok"),  # due now
+        (slot(backoff_until=NOW + 5.0), {}, set(), FAIR, False, "backoff"),
+        (slot(backoff_until=NOW), {}, set(), FAIR, True, "ok"),
+        (slot(in_flight=1), {}, set(), FAIR, False, "no_capacity"),
+        (slot(in_flight=1, next_eligible_at=NOW - 300.0), {}, set(), FAIR, False, "no_capacity"),
+        (slot(next_eligible_at=NOW + 1.0, backoff_until=NOW + 5.0, in_flight=1), BIG, {"b"},
+         FAIR, False, "not_due"),  # the clock is judged first
+        (slot(backoff_until=NOW + 5.0, in_flight=1), BIG, {"b"}, FAIR, False, "backoff"),
+        (slot(in_flight=1), BIG, {"b"}, FAIR, False, "no_capacity"),  # capacity before quota
+    ],
+)  # fmt: skip
+def test_may_claim(
+    origin: OriginSlot,
+    scores: dict[str, float],
+    waiting: set[str],
+    rule: FairnessRule,
+    claim: bool,
+    reason: str,
+) -> None:
+    assert may_claim(origin, scores, waiting, NOW, rule) == Decision(claim, reason)
+
+
+@pytest.mark.parametrize(
+    ("clocks", "order"),
+    [
+        ([5.0, 1.0, 3.0], [1, 2, 0]),  # the earliest clock has waited longest
+        ([1.0, 1.0, 0.5, 1.0], [2, 0, 1, 3]),  # ties keep the order given
+        ([], []),
+    ],
+)
+def test_claim_order_is_longest_waiting_first(clocks: list[float], order: list[int]) -> None:
+    origins = [slot(next_eligible_at=NOW - 10 + t) for t in clocks]
+    assert claim_order(origins) == order
+
+
+@pytest.mark.parametrize(
+    ("pending", "waiting"),
+    [({"a": 2, "b": 0, "c": 1}, {"a", "c"}), ({"a": 0}, set()), ({"a": -1}, set()), ({}, set())],
+)
+def test_waiting_classes(pending: dict[str, int], waiting: set[str]) -> None:
+    assert waiting_classes(pending) == waiting
+
+
+def test_class_scores_decay_each_stored_row_and_forget_the_faded() -> None:
+    rows = [("a", 8.0, NOW - 60), ("b", 1.0, NOW), ("c", 0.002, NOW - 60)]
+    scores = class_scores(rows, NOW, 60.0)
+    assert scores == pytest.approx({"a": 4.0, "b": 1.0, "c": 0.001})
+    assert class_scores([], NOW, 60.0) == {}
+    # the floor itself is forgotten: only scores above it are stored
+    assert kept_scores({"a": 0.0011, "b": 0.001, "c": 0.0, "d": -1.0}) == {"a": 0.0011}

@@ -22,12 +22,15 @@ from atlas_pipeline.coordination import (
 from atlas_pipeline.scope import ScopeGuard
 from atlas_pipeline.traps import (
     Novelty,
+    TrapKeys,
     VariantFetch,
+    counted_keys,
     judge_novelty,
     looks_like_session_token,
     page_number,
     repeats_segments,
     strip_session_ids,
+    trap_cut,
     trap_keys,
 )
 from atlas_pipeline.urls import origin_of
@@ -271,6 +274,7 @@ NEW_TEXT = VariantFetch(new_urls=0, new_content=True)
         (Novelty(9, 5, True), NEW_TEXT, 3, Novelty(10, 0, False)),
         (Novelty(), BARREN, 1, Novelty(1, 1, True)),  # window 1: one barren fetch stops it
         (Novelty(), BARREN, 0, Novelty(1, 1, True)),  # a window below 1 acts as 1
+        (Novelty(9, 5, True), NEW_URL, 0, Novelty(10, 0, False)),  # ... new is never barren
         (Novelty(), NEW_URL, 1, Novelty(1, 0, False)),
     ],
 )  # fmt: skip
@@ -288,6 +292,68 @@ def test_the_novelty_rule_over_a_run_of_fetches() -> None:
         stops.append(state.stopped)
     assert stops == [False, False, False, False, False, False, True, True, False, False]
     assert state == Novelty(10, 1, False)
+
+
+# ------------------------------------------------- the trap caps (traps.trap_cut) as data
+
+CAPS = TrapCaps(query_variants=3, pattern_urls=5, calendar_urls=2, path_variants=4)
+ITEM = trap_keys("http://a.test/item?id=123")  # pattern /item?id=9 only
+CAL = trap_keys("http://a.test/calendar/2026/11")  # pattern /calendar/9/9, dated
+FACET = trap_keys("http://a.test/shop?color=red&size=m")  # pattern, query and path keys
+DATED_FACET = trap_keys("http://a.test/events?month=2026-11&view=day")
+P_ITEM, P_CAL, P_FACET = ("pattern", "/item?id=9"), ("pattern", "/calendar/9/9"), (
+    "pattern", "/shop?color=red&size=m")  # fmt: skip
+Q_FACET, PATH_SHOP, STOP_SHOP = ("query", "/shop?color,size"), ("path", "/shop"), (
+    "stopped", "/shop")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("keys", "counts", "cut", "why"),
+    [
+        (ITEM, {}, None, "nothing counted yet"),
+        (ITEM, {P_ITEM: 4}, None, "under the pattern cap"),
+        (ITEM, {P_ITEM: 5}, "path_pattern_cap", "a cap of 5 takes 5 URLs"),
+        (ITEM, {P_ITEM: 9}, "path_pattern_cap", "past it (counted by several writers)"),
+        (CAL, {P_CAL: 1}, None, "under the calendar cap"),
+        (CAL, {P_CAL: 2}, "calendar_cap", "dated digits: the lower cap"),
+        (CAL, {P_CAL: 4}, "calendar_cap", "under the pattern cap, past the calendar one"),
+        (FACET, {P_FACET: 1, Q_FACET: 2, PATH_SHOP: 3}, None, "every counter under its cap"),
+        (FACET, {Q_FACET: 3}, "query_variant_cap", "the key set is full"),
+        (FACET, {PATH_SHOP: 4}, "path_variant_cap", "the path is full, all key sets together"),
+        (FACET, {("query", "/shop?color"): 3, ("path", "/elsewhere"): 9}, None,
+         "other keys' counts do not count"),
+        (FACET, {STOP_SHOP: 1}, "trap_no_novelty", "the novelty rule stopped the path"),
+        (FACET, {STOP_SHOP: 0}, None, "not stopped"),
+        (ITEM, {("stopped", "/item"): 1, ("stopped", "/item?id=9"): 1}, None,
+         "a URL with no path key (no worded query) is no variant to stop"),
+        (FACET, {STOP_SHOP: 1, P_FACET: 5, Q_FACET: 3, PATH_SHOP: 4}, "trap_no_novelty",
+         "the stop is judged first"),
+        (FACET, {P_FACET: 5, Q_FACET: 3, PATH_SHOP: 4}, "path_pattern_cap",
+         "then the pattern"),
+        (FACET, {Q_FACET: 3, PATH_SHOP: 4}, "query_variant_cap", "then the key set"),
+        (DATED_FACET, {("pattern", "/events?month=9-9&view=day"): 2}, "calendar_cap",
+         "a dated facet: the calendar cap"),
+        (DATED_FACET, {("query", "/events?month,view"): 3}, "query_variant_cap",
+         "... and its query caps too"),
+    ],
+)  # fmt: skip
+def test_trap_cut(keys: TrapKeys, counts: dict[tuple[str, str], int], cut: str | None,
+                  why: str) -> None:  # fmt: skip
+    assert trap_cut(keys, counts, CAPS) == cut, why
+
+
+@pytest.mark.parametrize(
+    ("keys", "counted"),
+    [
+        (ITEM, [P_ITEM]),
+        (CAL, [P_CAL]),
+        (FACET, [P_FACET, Q_FACET, PATH_SHOP]),  # the order the caps are judged in
+    ],
+)
+def test_the_counters_a_url_is_counted_under(
+    keys: TrapKeys, counted: list[tuple[str, str]]
+) -> None:
+    assert counted_keys(keys) == counted
 
 
 # ------------------------------------------------- the store keeps the state (both backends)

@@ -5,9 +5,12 @@ URLs sit in one shard, so every claim contends for the same shard (the worst cas
 each commit carries a page's worth of new links. Baseline: one worker on the same backend.
 
 Each worker claims up to --batch URLs per call and commits them as one group, as a fetch
-batch's store pump does; batch 1 (one claim, one commit per page) is the baseline.
+batch's store pump does; batch 1 (one claim, one commit per page) is the baseline. With
+--shards N the origins are spread over N shards and worker i drains shard i mod N (runs of
+different partitions), besides the one-shard case (runs cooperating on one partition).
 
     python benchmarks/store_throughput.py [--workers 16] [--seconds 8] [--links 10] [--batch 8]
+                                          [--shards 16] [--backend postgresql]
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-CYCLE, SHARD, TOKEN = "c0001", 0, "AtlasBot"
+CYCLE, TOKEN = "c0001", "AtlasBot"
 ROBOTS = "User-agent: *\nAllow: /\n"
 
 
@@ -29,25 +32,27 @@ def _store(url: str):  # type: ignore[no-untyped-def]
     return open_store(url, OriginPolicy(0.0, 4), 10**9)
 
 
-def _cand(url: str, origin: str, depth: int = 0):  # type: ignore[no-untyped-def]
+def _cand(url: str, origin: str, shard: int, depth: int = 0):  # type: ignore[no-untyped-def]
     from atlas_pipeline.coordination import Candidate
 
-    return Candidate(url, url, origin, SHARD, depth, 1.0)
+    return Candidate(url, url, origin, shard, depth, 1.0)
 
 
-def prepare(url: str, origins: int, urls_per_origin: int) -> None:
+def prepare(url: str, origins: int, urls_per_origin: int, shards: int) -> None:
     store = _store(url)
     cands = [
-        _cand(f"http://o{o}.example.test/p{i}", f"http://o{o}.example.test:80")
+        _cand(f"http://o{o}.example.test/p{i}", f"http://o{o}.example.test:80", o % shards)
         for o in range(origins)
         for i in range(urls_per_origin)
     ]
     store.discover(cands, None)
-    store.select_frontier(CYCLE, SHARD, time.time())
+    for shard in range(shards):
+        store.select_frontier(CYCLE, shard, time.time())
     store.close()
 
 
-def worker(url: str, deadline: float, links: int, batch: int, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def worker(url: str, shard: int, deadline: float, links: int, batch: int,
+           out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]  # fmt: skip
     """A fetch batch's store traffic with zero-length fetches: claim up to `batch` URLs (giving
     back the previous round's slots in the same call), then commit them as one group."""
     from atlas_pipeline.coordination import Drained, Lease, Outcome, RobotsTask, UrlState
@@ -57,7 +62,7 @@ def worker(url: str, deadline: float, links: int, batch: int, out: multiprocessi
     finished: list[tuple[str, int]] = []
     while time.time() < deadline:
         now = time.time()
-        got = store.claim_batch(CYCLE, SHARD, now, TOKEN, 60.0, batch, finished)
+        got = store.claim_batch(CYCLE, shard, now, TOKEN, 60.0, batch, finished)
         finished = []
         if isinstance(got, Drained):
             break
@@ -71,7 +76,8 @@ def worker(url: str, deadline: float, links: int, batch: int, out: multiprocessi
             elif isinstance(claim, Lease):
                 finished.append((claim.url, claim.fence))
                 new = [
-                    _cand(f"{claim.url}/l{i}", claim.origin, claim.depth + 1) for i in range(links)
+                    _cand(f"{claim.url}/l{i}", claim.origin, shard, claim.depth + 1)
+                    for i in range(links)
                 ]
                 outcome = Outcome(UrlState.FETCHED, "fetched", now + 86400, status=200,
                                   record={"fetch_id": uuid.uuid4().hex, "url": claim.url},
@@ -82,12 +88,12 @@ def worker(url: str, deadline: float, links: int, batch: int, out: multiprocessi
     out.put(pairs)
 
 
-def measure(url: str, workers: int, seconds: float, links: int, batch: int) -> float:
+def measure(url: str, workers: int, shards: int, seconds: float, links: int, batch: int) -> float:
     ctx = multiprocessing.get_context("spawn")
     out, ready, go = ctx.Queue(), ctx.Queue(), ctx.Queue()
     procs = [
-        ctx.Process(target=_delayed, args=(url, seconds, links, batch, ready, go, out))
-        for _ in range(workers)
+        ctx.Process(target=_delayed, args=(url, i % shards, seconds, links, batch, ready, go, out))
+        for i in range(workers)
     ]
     for p in procs:
         p.start()
@@ -102,13 +108,14 @@ def measure(url: str, workers: int, seconds: float, links: int, batch: int) -> f
     return total / seconds
 
 
-def _delayed(url: str, seconds: float, links: int, batch: int, ready: multiprocessing.Queue,  # type: ignore[type-arg]
-             go: multiprocessing.Queue, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]  # fmt: skip
+def _delayed(url: str, shard: int, seconds: float, links: int, batch: int,
+             ready: multiprocessing.Queue, go: multiprocessing.Queue,  # type: ignore[type-arg]
+             out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]  # fmt: skip
     _store(url).close()  # import and connect outside the timed window
     ready.put(1)
     start = go.get()
     time.sleep(max(0.0, start - time.time()))
-    worker(url, start + seconds, links, batch, out)
+    worker(url, shard, start + seconds, links, batch, out)
 
 
 def backends(tmp: Path) -> list[tuple[str, object]]:
@@ -141,25 +148,31 @@ def main() -> None:
     ap.add_argument("--links", type=int, default=10, help="new links offered with each commit")
     ap.add_argument("--batch", type=int, default=8,
                     help="claims per call and commits per group (a batch's requests in flight)")  # fmt: skip
+    ap.add_argument("--shards", type=int, default=16, help="shards of the spread-out case")
+    ap.add_argument("--backend", choices=("sqlite", "postgresql"), default=None,
+                    help="measure one backend only")  # fmt: skip
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         print(f"Coordination store: claim+commit pairs/s, {args.origins} origins x "
-              f"{args.urls_per_origin} URLs in one shard, gap 0, {args.links} new links a commit, "
+              f"{args.urls_per_origin} URLs, gap 0, {args.links} new links a commit, "
               f"{args.seconds:.0f} s per measurement, workers are processes")  # fmt: skip
-        print(f"{'backend':<12}{'batch':>6}{'1 worker':>10}{f'{args.workers} workers':>12}"
-              f"{'scaling':>9}{'vs 500/s':>10}{'vs batch 1':>12}")  # fmt: skip
+        print(f"{'backend':<12}{'shards':>7}{'batch':>6}{'1 worker':>10}"
+              f"{f'{args.workers} workers':>12}{'scaling':>9}{'vs 2000/s':>11}")  # fmt: skip
         for name, make_url in backends(Path(tmp)):
-            unbatched = 0.0
-            for batch in (1, args.batch):
-                rates = []
-                for n in (1, args.workers):
-                    url = make_url(f"w{n}b{batch}")  # type: ignore[operator]
-                    prepare(url, args.origins, args.urls_per_origin)
-                    rates.append(measure(url, n, args.seconds, args.links, batch))
-                one, many = rates
-                unbatched = unbatched or many
-                print(f"{name:<12}{batch:>6}{one:>10.0f}{many:>12.0f}{many / one:>8.2f}x"
-                      f"{many / 500:>9.2f}x{many / unbatched:>11.2f}x")  # fmt: skip
+            if args.backend not in (None, name):
+                continue
+            for shards in sorted({1, args.shards}):
+                for batch in (1, args.batch):
+                    rates = []
+                    for n in (1, args.workers):
+                        url = make_url(f"w{n}b{batch}s{shards}")  # type: ignore[operator]
+                        prepare(url, args.origins, args.urls_per_origin, shards)
+                        # one worker drains one shard: the baseline of the same layout
+                        rates.append(measure(url, n, shards if n > 1 else 1, args.seconds,
+                                             args.links, batch))  # fmt: skip
+                    one, many = rates
+                    print(f"{name:<12}{shards:>7}{batch:>6}{one:>10.0f}{many:>12.0f}"
+                          f"{many / one:>8.2f}x{many / 2000:>10.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """PostgreSQL coordination store: the same contract and the same statements as SQLite.
 
 The statements in sqlite.py are translated once each (placeholders, upserts, GREATEST);
-claims and frontier selection of a shard are serialized with a transaction-scoped advisory
-lock, and admission counters are read FOR UPDATE, so cooperating runs on many machines
-see the same atomic claim as threads on one.
+a claim locks the origin rows it takes (FOR UPDATE SKIP LOCKED), so cooperating runs of
+one shard claim side by side and never the same origin; frontier selection of a shard is
+serialized with a transaction-scoped advisory lock, and admission counters are read FOR
+UPDATE, so cooperating runs on many machines see the same atomic claim as threads on one.
 """
 
 from __future__ import annotations
@@ -250,6 +251,34 @@ class PostgresStore(SqliteStore):
 
     def _lock_shard(self, c: Any, shard: int) -> None:
         c.execute("SELECT pg_advisory_xact_lock(?, ?)", (_CLAIM_LOCK, shard))
+
+    # A claim locks the ready origin rows it reads and passes those another claimer holds
+    # (the PostgreSQL job-queue pattern): runs of one shard claim different origins side by
+    # side and never one origin twice. A row another claimer just released is read again at
+    # its newest version, so its advanced clock keeps it out.
+    _skip_locked = " FOR UPDATE OF o SKIP LOCKED"
+    _wait_locked = " FOR UPDATE OF o"
+
+    def _lock_claims(self, c: Any, shard: int) -> None:
+        # One claim of a shared bucket (domain, IP) advances the clocks of origins it has not
+        # locked: those claims still take turns per shard.
+        if self._shared_buckets:
+            self._lock_shard(c, shard)
+
+    def _recount_in_flight(self, c: Any, ready: list[Any], now: float) -> list[Any]:
+        # The locking read counted slots as of its snapshot, taken before it waited out or
+        # passed other claimers; a claimer that committed since may have leased this origin's
+        # free slots (a gap of 0 leaves its clock where it was). Count them again, now.
+        if not ready or self._shared_buckets:  # under the shard lock the reading is current
+            return ready
+        cur = c.raw.execute(
+            """SELECT origin, COUNT(*) FROM urls WHERE origin = ANY(%s) AND slot_held = 1
+                 AND lease_expires_at > %s GROUP BY origin""",
+            ([o["origin"] for o in ready], now),
+        )
+        held = {origin: int(n) for origin, n in cur.fetchall()}
+        return [{**dict(zip(o.keys(), o, strict=True)), "in_flight": held.get(o["origin"], 0)}
+                for o in ready]  # fmt: skip
 
     def _lock_migrations(self, c: Any) -> None:
         # several runs may start together; one migrates, the others find it done

@@ -897,6 +897,39 @@ def test_push_origin_clocks_only_moves_forward_and_holds_backoff(tmp_path: Path)
     assert claim(store, now + 30) == Wait(now + 50)
 
 
+@pytest.mark.postgres_only
+def test_a_claim_passes_origins_another_claimer_holds_and_never_takes_them(
+    tmp_path: Path,
+) -> None:
+    """Claims of one shard run side by side on PostgreSQL: while one claimer holds origin A's
+    row (mid-claim), another claim neither waits for it nor leases A; it takes B at once."""
+    import psycopg
+
+    store = make_store(tmp_path, gap=1.0, max_in_flight=1)
+    a, b = "https://news-a.example.test:443", "https://docs-b.example.test:443"
+    now = ready_origin(store, ["https://news-a.example.test/1", "https://news-a.example.test/2"])
+    now = ready_origin(
+        store, ["https://docs-b.example.test/1", "https://docs-b.example.test/2"], now
+    )
+    holder = psycopg.connect(_backend_url["url"], autocommit=False)
+    got: list[object] = []
+    claimer = threading.Thread(target=lambda: got.append(claim_batch(store, now, 8)))
+    try:
+        holder.execute("SELECT 1 FROM origins WHERE origin = %s FOR UPDATE", (a,))
+        claimer.start()
+        claimer.join(timeout=2.0)
+        assert not claimer.is_alive(), "the claim queued behind the held origin"
+        assert isinstance(got[0], list) and [x.origin for x in got[0]] == [b], got
+    finally:
+        holder.rollback()
+        holder.close()
+        if claimer.ident is not None:
+            claimer.join(timeout=10)
+    later = claim_batch(store, now, 8)  # released: A is claimable again, B waits its gap
+    assert isinstance(later, list) and [x.origin for x in later] == [a], later
+    store.close()
+
+
 @pytest.mark.parametrize("workers", [8])
 def test_concurrent_claim_batches_never_lease_a_url_twice(tmp_path: Path, workers: int) -> None:
     setup = make_store(tmp_path, gap=0.0, max_in_flight=4)

@@ -137,10 +137,38 @@ def redact(url: str) -> str:
     return url.replace(f":{parts.password}@", ":***@") if parts.password else url
 
 
+_CLASHES = 3  # attempts of a claim or commit that PostgreSQL rolled back for a lock clash
+
+
+def _clash(exc: StoreUnavailable) -> bool:
+    """A deadlock or serialization failure: the whole transaction was rolled back, so running
+    it again is safe (claims and fenced commits are all-or-nothing)."""
+    return isinstance(exc.__cause__, psycopg.errors.TransactionRollback)
+
+
+def _again(call: Any, *args: Any, **kwargs: Any) -> Any:
+    for attempt in range(_CLASHES):
+        try:
+            return call(*args, **kwargs)
+        except StoreUnavailable as exc:
+            if not _clash(exc) or attempt == _CLASHES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 class PostgresStore(SqliteStore):
     """CoordinationStore on PostgreSQL (psycopg 3). One connection per thread."""
 
     _for_update = " FOR UPDATE"
+
+    # Claims lock origin rows as they find them while commits lock them in origin order, and
+    # PostgreSQL may follow a row's update chain with a wait even under SKIP LOCKED: now and
+    # then two of them clash and one is rolled back. Run it again before calling it an outage.
+    def claim_batch(self, *args: Any, **kwargs: Any) -> Any:
+        return _again(super().claim_batch, *args, **kwargs)
+
+    def commit_batch(self, *args: Any, **kwargs: Any) -> Any:
+        return _again(super().commit_batch, *args, **kwargs)
 
     def __init__(
         self,

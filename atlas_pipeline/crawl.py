@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import polars as pl
 
 from . import dedupe, failpoints, outbox, recrawl
 from .batch import BatchStats, run_batch
@@ -119,53 +121,88 @@ def write_fetch_partitions(
     engine: Engine, cycle: str, shard: int, fence: int | None = None
 ) -> tuple[Written, Written, Written, Written, Written]:
     """fetches, documents, links and the indexer outbox (index_ready) of one partition,
-    streamed from committed store records. With a batch fence, a newer run's write of the
-    partition is never overwritten."""
-    store, key = engine.store, shard_key(shard)
-
-    def fetches() -> Iterator[dict[str, Any]]:
-        return (rec["record"] for rec in store.fetch_records(cycle, shard))
-
-    def documents() -> Iterator[dict[str, Any]]:
-        for rec in store.fetch_records(cycle, shard):
-            if rec["document"]:
-                yield rec["document"]
-
-    def texts() -> list[dict[str, Any]]:
+    streamed from committed store records, with the rows an earlier write of the partition
+    put in the lake from records that have left the store since. With a batch fence, a
+    newer run's write of the partition is never overwritten, and once every table is
+    written under it the records this write took leave the store (`partition_written`): a
+    crash before that leaves them there, and the next write takes them again in place of
+    their lake rows, so nothing is written twice."""
+    store, lake, key = engine.store, engine.lake, shard_key(shard)
+    # The records this write takes: listed once, so every table holds the same ones and the
+    # texts of their documents are in the lake before any of it (a record committed after
+    # this, by a cooperating run, waits in the store for the partition's next write).
+    taken: set[str] = set()
+    texts = []
+    for rec in store.fetch_records(cycle, shard):
+        taken.add(rec["record"]["fetch_id"])
+        doc = rec["document"]
+        if not doc:
+            continue
         # The text of a fetch lives in the body store's extraction cache, not in the store;
         # the lake keeps it once per document id, however many URLs hold it.
-        out = []
-        for doc in documents():
-            cached = engine.bodies.get_extraction(doc["body_key"], doc["extraction_version"])
-            if cached is not None:
-                out.append({"document_id": doc["text_hash"], "text": cached["text"],
-                            "text_chars": len(cached["text"]),
-                            "extraction_version": doc["extraction_version"]})  # fmt: skip
-        return out
+        cached = engine.bodies.get_extraction(doc["body_key"], doc["extraction_version"])
+        if cached is not None:
+            texts.append({"document_id": doc["text_hash"], "text": cached["text"],
+                          "text_chars": len(cached["text"]),
+                          "extraction_version": doc["extraction_version"]})  # fmt: skip
 
-    def links() -> Iterator[dict[str, Any]]:
-        for rec in store.fetch_records(cycle, shard):
-            fetch = rec["record"]
-            for link in rec["links"]:
-                yield {
-                    "kind": "link",
-                    **link,
-                    "fetch_id": fetch["fetch_id"],
-                    "source_url": fetch["url"],
-                }
+    def merged(
+        table: str, rows_of: Callable[[dict[str, Any]], Iterable[dict[str, Any]]]
+    ) -> Callable[[], Iterator[dict[str, Any]]]:
+        # Read before the write (Delta cannot be read from inside a Delta write). Safe while
+        # only the newest batch fence moves records out: a write of the partition committed
+        # after this read either is that newest one's (then this write is superseded) or
+        # left its records in the store, where this write finds them.
+        earlier = _lake_rows(lake, table, cycle, key)
 
-    lake = engine.lake
+        def rows() -> Iterator[dict[str, Any]]:  # called again on a commit retry
+            fresh: set[str] = set()
+            for rec in store.fetch_records(cycle, shard):
+                if (fetch_id := rec["record"]["fetch_id"]) in taken:
+                    fresh.add(fetch_id)
+                    yield from rows_of(rec)
+            yield from (r for r in earlier if r["fetch_id"] is None or r["fetch_id"] not in fresh)
+
+        return rows
+
+    def links_of(rec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        fetch = rec["record"]
+        for link in rec["links"]:
+            yield {
+                "kind": "link",
+                **link,
+                "fetch_id": fetch["fetch_id"],
+                "source_url": fetch["url"],
+            }
+
+    def documents_of(rec: dict[str, Any]) -> list[dict[str, Any]]:
+        return [rec["document"]] if rec["document"] else []
+
     # texts before the documents that map to them: a document never names a missing text
-    document_texts = lake.add_texts(texts(), cycle, key)
-    return (
-        lake.write_partition("fetches", fetches, cycle, key, fence),
-        lake.write_partition("documents", documents, cycle, key, fence),
-        lake.write_partition("links", links, cycle, key, fence),
+    document_texts = lake.add_texts(texts, cycle, key)
+    written = (
+        lake.write_partition("fetches", merged("fetches", lambda r: [r["record"]]), cycle, key,
+                             fence),
+        lake.write_partition("documents", merged("documents", documents_of), cycle, key, fence),
+        lake.write_partition("links", merged("links", links_of), cycle, key, fence),
         # after the documents: an event never points at a document the lake lacks
-        lake.write_partition("index_ready", lambda: outbox.upsert_events(documents()), cycle,
-                             key, fence),
-        document_texts,
+        lake.write_partition("index_ready", merged("index_ready", lambda r: outbox.upsert_events(
+            documents_of(r))), cycle, key, fence),
     )  # fmt: skip
+    if fence is not None and not any(w.superseded_by for w in written):
+        store.partition_written(cycle, shard, fence, taken, written[0].rows, time.time())
+    return (*written, document_texts)
+
+
+def _lake_rows(lake: Lake, table: str, cycle: str, key: str) -> list[dict[str, Any]]:
+    """The partition's rows in the lake, as the writer takes rows: epoch-second timestamps,
+    without the partition and fence columns it sets itself."""
+    old = lake.read_partition(table, cycle, key)
+    if old.is_empty():
+        return []
+    stamps = [c for c, t in old.schema.items() if isinstance(t, pl.Datetime)]
+    old = old.with_columns(pl.col(c).dt.epoch("us") / 1_000_000 for c in stamps)
+    return old.drop("crawl_cycle", "origin_shard", "batch_fence", strict=False).to_dicts()
 
 
 def export_urls(engine: Engine, cycle: str, shard: int) -> Written:

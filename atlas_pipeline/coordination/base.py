@@ -20,7 +20,7 @@ nothing was applied then, and the caller may retry.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -325,6 +325,16 @@ class CoordinationStore(Protocol):
     def defer_remaining(self, cycle: str, shard: int, reason: str) -> int: ...
 
     def fetch_records(self, cycle: str, shard: int) -> Iterator[dict[str, Any]]: ...
+
+    def partition_written(
+        self, cycle: str, shard: int, fence: int, fetch_ids: Collection[str], fetches: int,
+        now: float,
+    ) -> int | None:  # fmt: skip
+        """Record a partition's lake write at its (newest) batch fence, moving its records
+        out of the store; None if a newer fence exists."""
+        ...
+
+    def lake_write(self, cycle: str, shard: int) -> int | None: ...
 
     def frontier_rows(self, cycle: str, shard: int) -> list[dict[str, Any]]: ...
 

@@ -4,7 +4,7 @@ retention of bodies and the tombstone outbox."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..errors import CoordinationError
@@ -19,6 +19,10 @@ from .core import (
     Conn,
 )
 from .origins import OriginStore
+
+_UPSERT_REF = """INSERT INTO body_refs (body_key, url, committed_at) VALUES (?,?,?)
+    ON CONFLICT (body_key, url) DO UPDATE SET committed_at = excluded.committed_at
+    WHERE excluded.committed_at > body_refs.committed_at"""
 
 
 class OperatorStore(OriginStore):
@@ -108,6 +112,11 @@ class OperatorStore(OriginStore):
         for url in stale:
             c.execute("DELETE FROM stale_attempts WHERE url = ?", (url,))
         out.stale_attempts = len(stale)
+        # body references of records already moved out (the lake rows follow in optout.py)
+        refs = [(r[0], r[1]) for r in c.execute("SELECT body_key, url FROM body_refs")
+                if target.matches(r[1])]  # fmt: skip
+        out.body_keys |= {key for key, _ in refs}
+        c.executemany("DELETE FROM body_refs WHERE body_key = ? AND url = ?", refs)
         for fetch_id, links in c.execute("SELECT fetch_id, links FROM fetch_records").fetchall():
             rows = json.loads(links)
             kept = [r for r in rows if not (r.get("url") and target.matches(r["url"]))]
@@ -192,15 +201,57 @@ class OperatorStore(OriginStore):
 
     def expire_bodies(self, before: float) -> int:
         """Drop the body references of fetch records committed before `before` (raw-body
-        retention): the bodies become orphans unless a newer record or a URL's current
-        content still names them, and the orphan sweep removes them safely."""
+        retention), in the store and moved out with their records (body_refs): the bodies
+        become orphans unless a newer record or a URL's current content still names them,
+        and the orphan sweep removes them safely."""
         with self._tx() as c:
             cur = c.execute(
                 """UPDATE fetch_records SET body_key = NULL
                    WHERE body_key IS NOT NULL AND committed_at < ?""",
                 (before,),
             )
-            return int(cur.rowcount)
+            moved = c.execute("DELETE FROM body_refs WHERE committed_at < ?", (before,))
+            return int(cur.rowcount) + int(moved.rowcount)
+
+    def partition_written(
+        self, cycle: str, shard: int, fence: int, fetch_ids: Collection[str], fetches: int,
+        now: float,
+    ) -> int | None:  # fmt: skip
+        """Record that partition (cycle, shard) is in the lake at batch fence `fence` (all
+        its Delta commits succeeded) and, in the same transaction, move the records that
+        write held (`fetch_ids`) out of the store: their body references stay as body_refs
+        (for the orphan sweep, retention and opt-out purges), the records are deleted.
+        Only the partition's newest batch fence does: a run that holds an older one leaves
+        its records to the newest, which writes them again (None: nothing was done). Returns
+        the records deleted."""
+        ids = sorted(fetch_ids)
+        deleted = 0
+        with self._tx() as c:
+            newest = c.execute(
+                "SELECT fence FROM batch_leases WHERE cycle = ? AND shard = ?" + self._for_update,
+                (cycle, shard),
+            ).fetchone()
+            if newest is None or int(newest[0]) != fence:
+                return None
+            c.execute(
+                """INSERT INTO lake_writes (cycle, shard, fence, fetches, written_at)
+                   VALUES (?,?,?,?,?) ON CONFLICT (cycle, shard) DO UPDATE SET
+                   fence = excluded.fence, fetches = excluded.fetches,
+                   written_at = excluded.written_at""",
+                (cycle, shard, fence, fetches, now),
+            )
+            for i in range(0, len(ids), _BATCH):
+                part = ids[i : i + _BATCH]
+                where = f"cycle = ? AND shard = ? AND fetch_id IN ({','.join('?' * len(part))})"
+                refs = c.execute(
+                    f"""SELECT body_key, url, COALESCE(committed_at, ?) FROM fetch_records
+                        WHERE body_key IS NOT NULL AND {where}""",
+                    (now, cycle, shard, *part),
+                ).fetchall()
+                c.executemany(_UPSERT_REF, [(r[0], r[1], r[2]) for r in refs])
+                cur = c.execute(f"DELETE FROM fetch_records WHERE {where}", (cycle, shard, *part))
+                deleted += int(cur.rowcount)
+        return deleted
 
     def suppressions(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._select("SELECT * FROM suppressions ORDER BY scope, value")]

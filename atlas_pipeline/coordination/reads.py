@@ -40,10 +40,28 @@ class ReadStore(StoreCore):
                 "document": json.loads(r["document"]) if r["document"] else None,
             }
 
+    def fetch_record_count(self, cycle: str, shard: int) -> int:
+        """Fetch records of one partition still in the store (not yet moved out by a
+        recorded lake write)."""
+        row = self._select(
+            "SELECT COUNT(*) FROM fetch_records WHERE cycle = ? AND shard = ?", (cycle, shard)
+        ).fetchone()
+        return int(row[0])
+
+    def lake_write(self, cycle: str, shard: int) -> int | None:
+        """The batch fence at which partition (cycle, shard) was last recorded as written to
+        the lake; None if it never was."""
+        row = self._select(
+            "SELECT fence FROM lake_writes WHERE cycle = ? AND shard = ?", (cycle, shard)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
     def referenced_bodies(self) -> set[str]:
-        """Every body key a committed record or a URL's current version references."""
+        """Every body key a committed record, a record moved out to the lake (its body
+        reference, until retention expires it) or a URL's current version references."""
         rows = self._select(
             """SELECT body_key FROM fetch_records WHERE body_key IS NOT NULL
+               UNION SELECT body_key FROM body_refs
                UNION SELECT content_hash FROM urls WHERE content_hash IS NOT NULL"""
         )
         return {r[0] for r in rows}

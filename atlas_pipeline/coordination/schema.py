@@ -349,4 +349,31 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    # A bounded store: once a partition's Delta commits are in, its fetch records leave the
+    # store. `lake_writes` says which partitions the lake holds, at which batch fence; the body
+    # references of the records that left stay as `body_refs` (one per body and URL, with the
+    # newest commit time), so the orphan sweep, retention and opt-out purges still see them.
+    # (The one-time fill of fetch_records.committed_at from migration 17 runs with this one.)
+    (
+        21,
+        [
+            """CREATE TABLE lake_writes (
+                cycle TEXT NOT NULL,
+                shard INTEGER NOT NULL,
+                fence INTEGER NOT NULL,
+                fetches BIGINT NOT NULL,
+                written_at REAL NOT NULL,
+                PRIMARY KEY (cycle, shard)
+            )""",
+            """CREATE TABLE body_refs (
+                body_key TEXT NOT NULL,
+                url TEXT NOT NULL,
+                committed_at REAL NOT NULL,
+                PRIMARY KEY (body_key, url)
+            )""",
+        ],
+    )
+)
+
 LATEST = max(version for version, _ in MIGRATIONS)

@@ -24,6 +24,10 @@ from .schema import MIGRATIONS
 
 __all__ = ["SqliteStore", "url_digest"]
 
+# The migration that fills fetch_records.committed_at once (the column came with 17; opens
+# before this one filled it on every open, a full-table update).
+_FILL_COMMITTED_AT = 21
+
 
 class SqliteStore(QueueStore, CommitStore, OperatorStore, ReadStore):
     """CoordinationStore on SQLite. One connection per thread; safe across processes."""
@@ -56,12 +60,19 @@ class SqliteStore(QueueStore, CommitStore, OperatorStore, ReadStore):
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)"
             )
             done = {r[0] for r in c.execute("SELECT version FROM schema_migrations")}
+            applied = set()
             for version, statements in MIGRATIONS:
                 if version in done:
                     continue
                 for stmt in statements:
                     c.execute(self._ddl(stmt))
                 c.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
+                applied.add(version)
+            if _FILL_COMMITTED_AT in applied:
+                # once: records from before migration 17 count as committed now, so retention
+                # starts there (every record since carries its commit time)
+                c.execute("UPDATE fetch_records SET committed_at = ? WHERE committed_at IS NULL",
+                          (time.time(),))  # fmt: skip
             # registrable domains are computed in Python (public suffix list), not in SQL
             missing = c.execute("SELECT origin FROM origins WHERE registrable_domain IS NULL")
             c.executemany(
@@ -73,6 +84,3 @@ class SqliteStore(QueueStore, CommitStore, OperatorStore, ReadStore):
             self._backfill_trap_counts(c)
             self._backfill_path_counts(c)
             self._backfill_url_digests(c)
-            # records from before migration 17 count as committed now: retention starts there
-            c.execute("UPDATE fetch_records SET committed_at = ? WHERE committed_at IS NULL",
-                      (time.time(),))  # fmt: skip

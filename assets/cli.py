@@ -55,7 +55,7 @@ def cmd_web(args: argparse.Namespace) -> int:
     serve_forever(web, port=args.port, log_path=Path(args.log) if args.log else None,
                   lab=args.lab, hostile=args.hostile, canary_port=canary_port,
                   traps=args.traps, trap_scale=trap_scale, dupes=args.dupes,
-                  changing=args.changing)  # fmt: skip
+                  changing=args.changing, directives=args.directives)  # fmt: skip
     return 0
 
 
@@ -489,6 +489,10 @@ def parser() -> argparse.ArgumentParser:
                           "no-conditional.example.test): pages changing every, every 4th or no "
                           "generation, ETags that change on every response, conditional headers "
                           "ignored; SIGUSR1 advances the generation")  # fmt: skip
+    web.add_argument("--directives", action="store_true",
+                     help="also serve the robots-directive origin (directives.example.test): "
+                          "<meta name=robots|atlasbot> and X-Robots-Tag noindex / nofollow / "
+                          "none, for us and for another bot; SIGUSR1 turns one page noindex")  # fmt: skip
     web.set_defaults(func=cmd_web)
     canary = sub.add_parser("canary", help="record every hit on a loopback port (SSRF canary)")
     canary.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from atlas_pipeline.directives import Directives, meta_names, page_directives
 from atlas_pipeline.parsing import parse_page
 from atlas_pipeline.sandbox import SandboxServer, SandboxWeb
 from atlas_pipeline.sandbox import directives as site
+from tests.conftest import running_sandbox
 
 TOKEN = "AtlasBot"
 
@@ -91,3 +93,12 @@ def test_unknown_paths_404_and_the_origin_is_off_by_default(server: SandboxServe
     assert get(server.port, "/robots.txt")[0] == 200
     with SandboxServer(SandboxWeb(seed=7, generated_origins=0)) as plain:
         assert get(plain.port, "/")[0] == 421  # not a host of the plain sandbox
+
+
+def test_atlas_web_directives_serves_every_page_as_its_ground_truth_says(tmp_path: Path) -> None:
+    """`atlas web --directives` in its own process serves the same origin."""
+    with running_sandbox(tmp_path / "requests.jsonl", 0, 12, directives=True) as web:
+        for path in site.pages():
+            want_noindex, want_nofollow = site.says(path)
+            got = decided(web.port, path)
+            assert (got.noindex, got.nofollow) == (want_noindex, want_nofollow), path

@@ -1,7 +1,8 @@
 """SQLite coordination store: one embedded file, WAL, every claim one IMMEDIATE transaction.
 
-The contract is implemented once, by aggregate (core.py, queue.py, commits.py, catalogue.py,
-origins.py, operator.py, reads.py); this class puts them together and opens the file.
+The contract is implemented once, by aggregate (core.py, selection.py, queue.py, commits.py,
+catalogue.py, origins.py, operator.py, reads.py); this class puts them together, opens the
+file and migrates it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .operator import OperatorStore
 from .queue import QueueStore
 from .reads import ReadStore
 from .schema import MIGRATIONS
+from .selection import FrontierStore
 
 __all__ = ["SqliteStore", "url_digest"]
 
@@ -29,7 +31,7 @@ __all__ = ["SqliteStore", "url_digest"]
 _FILL_COMMITTED_AT = 21
 
 
-class SqliteStore(QueueStore, CommitStore, OperatorStore, ReadStore):
+class SqliteStore(FrontierStore, QueueStore, CommitStore, OperatorStore, ReadStore):
     """CoordinationStore on SQLite. One connection per thread; safe across processes."""
 
     def __init__(

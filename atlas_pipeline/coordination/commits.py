@@ -164,11 +164,13 @@ class CommitStore(CatalogueStore):
                     for row, cand in outcome.links]  # fmt: skip
             # an opted-out URL leaves no trace, not even as another page's outlink
             rows = [r for r in rows if r["reason"] != Reason.SUPPRESSED.value]
-            records.append((
-                outcome.record["fetch_id"], cycle, lease.shard, lease.url, lease.fence,
-                json.dumps(outcome.record, default=str), json.dumps(rows, default=str),
-                json.dumps(outcome.document, default=str) if outcome.document else None,
-                outcome.record.get("body_key"), now,
-            ))  # fmt: skip
+            records.append({
+                "fetch_id": outcome.record["fetch_id"], "cycle": cycle, "shard": lease.shard,
+                "url": lease.url, "fence": lease.fence,
+                "record": json.dumps(outcome.record, default=str),
+                "links": json.dumps(rows, default=str),
+                "document": json.dumps(outcome.document, default=str) if outcome.document else None,
+                "body_key": outcome.record.get("body_key"), "committed_at": now,
+            })  # fmt: skip
         c.executemany(_INSERT_RECORD, records)
         self._note_novelty(c, results, decided, cycle, now)

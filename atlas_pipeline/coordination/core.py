@@ -9,7 +9,7 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,13 +37,32 @@ _POLL_S = 0.25  # how soon to look again when another worker holds the only free
 # states a URL reaches only after a fetch: picking one again is a revisit, not discovery
 _REVISITED = frozenset({"fetched", "quarantined", "blocked"})
 _BATCH = 200  # rows per multi-row statement (18 parameters a URL row)
-_INSERT_RECORD = """INSERT OR REPLACE INTO fetch_records
+_INSERT_RECORD = """INSERT INTO fetch_records
     (fetch_id, cycle, shard, url, fence, record, links, document, body_key, committed_at)
-    VALUES (?,?,?,?,?,?,?,?,?,?)"""
+    VALUES (:fetch_id, :cycle, :shard, :url, :fence, :record, :links, :document, :body_key,
+            :committed_at)
+    ON CONFLICT (fetch_id) DO UPDATE SET fence = excluded.fence, record = excluded.record,
+        links = excluded.links, document = excluded.document, body_key = excluded.body_key,
+        committed_at = excluded.committed_at"""
 # An operator pause of the origin itself or of its registrable domain (correlated on `o`).
 _PAUSED = """SELECT 1 FROM pauses p WHERE (p.scope = 'origin' AND p.value = o.origin)
              OR (p.scope = 'domain' AND p.value = o.registrable_domain)"""
 _SCAN = 16  # URLs of one origin looked at per claim before giving up on robots-blocked ones
+
+
+def marks(name: str, values: Iterable[Any]) -> tuple[str, dict[str, Any]]:
+    """Named parameters for an `IN (...)` list: (":name0, :name1, ...", their values).
+
+    Statements are written once for both backends with named parameters (sqlite3 takes
+    `:name` as it is; postgres.py renders it for psycopg with SQLAlchemy's compiler)."""
+    params = {f"{name}{i}": v for i, v in enumerate(values)}
+    return ", ".join(f":{key}" for key in params), params
+
+
+def greatest(a: str, b: str) -> str:
+    """The larger of two non-null SQL expressions, in SQL both backends read the same way
+    (SQLite's two-argument MAX is PostgreSQL's GREATEST)."""
+    return f"CASE WHEN {a} >= {b} THEN {a} ELSE {b} END"
 
 
 class StoreCore:

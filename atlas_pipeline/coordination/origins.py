@@ -139,8 +139,9 @@ class OriginStore(StoreCore):
             if record is not None and cycle is not None and shard is not None:
                 c.execute(
                     _INSERT_RECORD,
-                    (record["fetch_id"], cycle, shard, record["url"], 0,
-                     json.dumps(record, default=str), "[]", None, None, now),
+                    {"fetch_id": record["fetch_id"], "cycle": cycle, "shard": shard,
+                     "url": record["url"], "fence": 0, "record": json.dumps(record, default=str),
+                     "links": "[]", "document": None, "body_key": None, "committed_at": now},
                 )  # fmt: skip
             row = c.execute(
                 "SELECT * FROM origins WHERE origin = ? AND robots_lease_id = ?" + self._for_update,

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from ..errors import CoordinationError, StoreUnavailable
 from .base import Lease, OriginPolicy, Outcome, TrapCaps
@@ -118,6 +120,16 @@ def translate_ddl(stmt: str) -> str:
     return re.sub(r"\bREAL\b", "DOUBLE PRECISION", out)
 
 
+_PG = postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]
+
+
+@functools.lru_cache(maxsize=4096)
+def for_psycopg(sql: str) -> str:
+    """A statement written with named parameters (`:name`, what sqlite3 takes as it is) in
+    psycopg's parameter style, rendered by SQLAlchemy's compiler for `text()`."""
+    return str(sa.text(sql).compile(dialect=_PG))
+
+
 class _Conn:
     """psycopg connection with sqlite3's execute/executemany surface."""
 
@@ -125,11 +137,15 @@ class _Conn:
         self.raw = conn
 
     def execute(self, sql: str, params: Any = ()) -> psycopg.Cursor[Any]:
+        if isinstance(params, Mapping):
+            return self.raw.execute(for_psycopg(sql), params)
         return self.raw.execute(translate(sql), params)
 
     def executemany(self, sql: str, rows: Any) -> None:
+        rows = list(rows)
+        named = bool(rows) and isinstance(rows[0], Mapping)
         with self.raw.cursor() as cur:
-            cur.executemany(translate(sql), list(rows))
+            cur.executemany(for_psycopg(sql) if named else translate(sql), rows)
 
 
 def redact(url: str) -> str:

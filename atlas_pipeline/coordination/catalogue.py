@@ -34,64 +34,20 @@ from .core import (
     _BATCH,
     _NOT_NEW,
     Conn,
+    marks,
     url_digest,
 )
 from .origins import OriginStore
 
+# the columns of a URL row as discovery inserts it (the order of its row tuples)
+_URL_COLUMNS = ("url", "discovered_url", "origin", "shard", "depth", "priority", "state",
+                "reason", "cycle", "robots_version", "source", "discovered_cycle",
+                "discovered_at", "redirect_chain", "trap_pattern", "trap_query", "kind",
+                "url_hash")  # fmt: skip
+
 
 class CatalogueStore(OriginStore):
     """Discovery into the catalogue, with trap caps."""
-
-    def _backfill_url_digests(self, c: Conn) -> None:
-        if c.execute("SELECT 1 FROM store_settings WHERE key = 'url_hash'").fetchone():
-            return
-        c.executemany(
-            "UPDATE urls SET url_hash = ? WHERE seq = ?",
-            [(url_digest(r[1]), r[0]) for r in c.execute(
-                "SELECT seq, url FROM urls WHERE url_hash IS NULL").fetchall()],
-        )  # fmt: skip
-        c.execute("INSERT INTO store_settings VALUES ('url_hash', 'done')")
-
-    def _backfill_trap_keys(self, c: Conn) -> None:
-        """Trap keys of URLs from before migration 11, computed in Python once (a settings
-        mark spares every later open the scan)."""
-        if c.execute("SELECT 1 FROM store_settings WHERE key = 'trap_keys'").fetchone():
-            return
-        c.executemany(
-            "UPDATE urls SET trap_pattern = ?, trap_query = ? WHERE seq = ?",
-            [(k.pattern, k.query_key, r[0]) for r in c.execute(
-                "SELECT seq, url FROM urls WHERE trap_pattern IS NULL").fetchall()
-             for k in [trap_keys(r[1])]],
-        )  # fmt: skip
-        c.execute("INSERT INTO store_settings VALUES ('trap_keys', 'done')")
-
-    def _backfill_trap_counts(self, c: Conn) -> None:
-        """Trap counters of a catalogue from before migration 14, counted once."""
-        if c.execute("SELECT 1 FROM store_settings WHERE key = 'trap_counts'").fetchone():
-            return
-        c.execute("DELETE FROM trap_counts")
-        for kind, column in (("pattern", "trap_pattern"), ("query", "trap_query")):
-            c.execute(
-                f"""INSERT INTO trap_counts (origin, kind, key, n)
-                    SELECT origin, '{kind}', {column}, COUNT(*) FROM urls
-                    WHERE {column} IS NOT NULL GROUP BY origin, {column}"""
-            )
-        c.execute("INSERT INTO store_settings VALUES ('trap_counts', 'done')")
-
-    def _backfill_path_counts(self, c: Conn) -> None:
-        """Per-path variant counters (kind 'path') of a catalogue from before migration 20,
-        summed from its per-key-set ones once."""
-        if c.execute("SELECT 1 FROM store_settings WHERE key = 'trap_path_counts'").fetchone():
-            return
-        paths: Counter[tuple[str, str, str]] = Counter()
-        for origin, key, n in c.execute(
-            "SELECT origin, key, n FROM trap_counts WHERE kind = 'query'"
-        ).fetchall():
-            paths[(origin, "path", key.partition("?")[0])] += int(n)
-        c.execute("DELETE FROM trap_counts WHERE kind = 'path'")
-        c.executemany("INSERT INTO trap_counts (origin, kind, key, n) VALUES (?, ?, ?, ?)",
-                      [(*k, n) for k, n in sorted(paths.items())])  # fmt: skip
-        c.execute("INSERT INTO store_settings VALUES ('trap_path_counts', 'done')")
 
     def discover(self, candidates: list[Candidate], cycle: str | None) -> list[str]:
         """Insert-if-absent each candidate; return its decision reason, in order."""
@@ -104,9 +60,9 @@ class CatalogueStore(OriginStore):
         counts: dict[str, int] = {}
         for o in sorted(origins):  # one lock order for every writer
             row = c.execute(
-                "SELECT admitted_cycle, admitted_count FROM origins WHERE origin = ?"
+                "SELECT admitted_cycle, admitted_count FROM origins WHERE origin = :origin"
                 + self._for_update,
-                (o,),
+                {"origin": o},
             ).fetchone()
             counts[o] = int(row["admitted_count"]) if row and row["admitted_cycle"] == cycle else 0
         return counts
@@ -188,8 +144,9 @@ class CatalogueStore(OriginStore):
                 counts[origin] -= 1  # another writer inserted it first
         if cycle is not None:
             c.executemany(
-                "UPDATE origins SET admitted_cycle = ?, admitted_count = ? WHERE origin = ?",
-                [(cycle, n, o) for o, n in counts.items()],
+                """UPDATE origins SET admitted_cycle = :cycle, admitted_count = :n
+                   WHERE origin = :origin""",
+                [{"cycle": cycle, "n": n, "origin": o} for o, n in counts.items()],
             )
         return decisions
 
@@ -206,16 +163,20 @@ class CatalogueStore(OriginStore):
         paths = sorted({(x.origin, p) for x in fresh if (p := keys[x.url].path_key) is not None})
         for i in range(0, max(len(wanted), len(paths)), _BATCH):
             part, stops = wanted[i : i + _BATCH], paths[i : i + _BATCH]
-            selects, params = [], []
+            selects: list[str] = []
+            params: dict[str, Any] = {}
             if part:
-                marks = " OR ".join(["(origin = ? AND kind = ? AND key = ?)"] * len(part))
-                selects.append(f"SELECT origin, kind, key, n FROM trap_counts WHERE {marks}")
-                params += [v for triple in part for v in triple]
+                ors = " OR ".join(f"(origin = :o{j} AND kind = :k{j} AND key = :key{j})"
+                                  for j in range(len(part)))  # fmt: skip
+                selects.append(f"SELECT origin, kind, key, n FROM trap_counts WHERE {ors}")
+                for j, (origin, kind, key) in enumerate(part):
+                    params |= {f"o{j}": origin, f"k{j}": kind, f"key{j}": key}
             if stops:
-                marks = " OR ".join(["(origin = ? AND path = ?)"] * len(stops))
+                ors = " OR ".join(f"(origin = :so{j} AND path = :sp{j})" for j in range(len(stops)))
                 selects.append("SELECT origin, 'stopped', path, stopped FROM trap_novelty "
-                               f"WHERE stopped = 1 AND ({marks})")  # fmt: skip
-                params += [v for pair in stops for v in pair]
+                               f"WHERE stopped = 1 AND ({ors})")  # fmt: skip
+                for j, (origin, path) in enumerate(stops):
+                    params |= {f"so{j}": origin, f"sp{j}": path}
             for row in c.execute(" UNION ALL ".join(selects), params):
                 counts[(row[0], row[1], row[2])] = int(row[3])
         return counts
@@ -228,9 +189,12 @@ class CatalogueStore(OriginStore):
             for kind, key in counted_keys(k):
                 added[(origin, kind, key)] += 1
         c.executemany(
-            """INSERT INTO trap_counts (origin, kind, key, n) VALUES (?, ?, ?, ?)
+            """INSERT INTO trap_counts (origin, kind, key, n) VALUES (:origin, :kind, :key, :n)
                ON CONFLICT (origin, kind, key) DO UPDATE SET n = trap_counts.n + excluded.n""",
-            [(*key, n) for key, n in sorted(added.items())],
+            [
+                {"origin": origin, "kind": kind, "key": key, "n": n}
+                for (origin, kind, key), n in sorted(added.items())
+            ],
         )
 
     def _trap_cut(
@@ -265,10 +229,9 @@ class CatalogueStore(OriginStore):
         digests = sorted({url_digest(u) for u in urls})
         found: list[tuple[str, int]] = []
         for i in range(0, len(digests), _BATCH):
-            part = digests[i : i + _BATCH]
-            marks = ",".join("?" * len(part))
+            hashes, params = marks("h", digests[i : i + _BATCH])
             found += [(r[0], int(r[1])) for r in c.execute(
-                f"SELECT url, url_hash FROM urls WHERE url_hash IN ({marks})", part)]  # fmt: skip
+                f"SELECT url, url_hash FROM urls WHERE url_hash IN ({hashes})", params)]  # fmt: skip
         return self._confirmed(found, urls)
 
     def _confirmed(self, found: list[tuple[str, int]], urls: list[str]) -> set[str]:
@@ -286,13 +249,15 @@ class CatalogueStore(OriginStore):
         inserted: set[str] = set()
         for i in range(0, len(rows), _BATCH):
             part = rows[i : i + _BATCH]
-            values = ",".join(["(" + ",".join("?" * 18) + ")"] * len(part))
-            params = [v for row in part for v in row]
+            values = ", ".join(
+                "(" + ", ".join(f":{col}_{j}" for col in _URL_COLUMNS) + ")"
+                for j in range(len(part))
+            )
+            params = {f"{col}_{j}": v for j, row in enumerate(part)
+                      for col, v in zip(_URL_COLUMNS, row, strict=True)}  # fmt: skip
             cur = c.execute(
-                "INSERT OR IGNORE INTO urls (url, discovered_url, origin, shard, depth, priority, "
-                "state, reason, cycle, robots_version, source, discovered_cycle, discovered_at, "
-                "redirect_chain, trap_pattern, trap_query, kind, url_hash) "
-                f"VALUES {values} RETURNING url",
+                f"INSERT INTO urls ({', '.join(_URL_COLUMNS)}) "
+                f"VALUES {values} ON CONFLICT DO NOTHING RETURNING url",
                 params,
             )
             inserted.update(r[0] for r in cur.fetchall())
@@ -325,10 +290,9 @@ class CatalogueStore(OriginStore):
         docs = sorted({e[3] for e in events if e[3] is not None})
         holders: dict[str, set[str]] = {}
         for i in range(0, len(docs), _BATCH):
-            held = docs[i : i + _BATCH]
-            marks = ",".join("?" * len(held))
+            held, params = marks("d", docs[i : i + _BATCH])
             for url, doc in c.execute(
-                f"SELECT url, document_id FROM urls WHERE document_id IN ({marks})", held
+                f"SELECT url, document_id FROM urls WHERE document_id IN ({held})", params
             ):
                 holders.setdefault(doc, set()).add(url)
         firsts: dict[str, str] = {}
@@ -340,11 +304,13 @@ class CatalogueStore(OriginStore):
         states: dict[tuple[str, str], tuple[Novelty, float | None]] = {}
         for i in range(0, len(keys), _BATCH):
             part = keys[i : i + _BATCH]
-            marks = " OR ".join(["(origin = ? AND path = ?)"] * len(part))
+            ors = " OR ".join(f"(origin = :o{j} AND path = :p{j})" for j in range(len(part)))
+            pairs = {k: v for j, (origin, path) in enumerate(part)
+                     for k, v in ((f"o{j}", origin), (f"p{j}", path))}  # fmt: skip
             for row in c.execute(
                 "SELECT origin, path, fetched, barren, stopped, stopped_at FROM trap_novelty "
-                f"WHERE {marks} ORDER BY origin, path" + self._for_update,
-                [v for pair in part for v in pair],
+                f"WHERE {ors} ORDER BY origin, path" + self._for_update,
+                pairs,
             ):
                 states[(row[0], row[1])] = (Novelty(int(row[2]), int(row[3]), bool(row[4])), row[5])
         for origin, path, new, doc, url in events:
@@ -354,10 +320,12 @@ class CatalogueStore(OriginStore):
             states[(origin, path)] = (after, (since or now) if after.stopped else None)
         c.executemany(
             """INSERT INTO trap_novelty (origin, path, fetched, barren, stopped, stopped_at)
-               VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (origin, path) DO UPDATE SET
+               VALUES (:origin, :path, :fetched, :barren, :stopped, :stopped_at)
+               ON CONFLICT (origin, path) DO UPDATE SET
                  fetched = excluded.fetched, barren = excluded.barren,
                  stopped = excluded.stopped, stopped_at = excluded.stopped_at""",
-            [(o, p, s.fetched, s.barren, int(s.stopped), at)
+            [{"origin": o, "path": p, "fetched": s.fetched, "barren": s.barren,
+              "stopped": int(s.stopped), "stopped_at": at}
              for (o, p), (s, at) in sorted(states.items())],
         )  # fmt: skip
         for (origin, path), (state, _) in sorted(states.items()):
@@ -368,15 +336,17 @@ class CatalogueStore(OriginStore):
         """A stopped path's variants queued in `cycle` and never fetched go back to
         'discovered' (reason trap_no_novelty), their budget to the origin's other URLs."""
         cur = c.execute(
-            """UPDATE urls SET state = 'discovered', reason = ?, cycle = NULL
-               WHERE origin = ? AND cycle = ? AND state = 'eligible' AND last_fetch_at IS NULL
-                 AND substr(trap_query, 1, CAST(? AS INTEGER)) = ?""",
-            (Reason.TRAP_NO_NOVELTY.value, origin, cycle, len(path) + 1, path + "?"),
-        )
+            """UPDATE urls SET state = 'discovered', reason = :reason, cycle = NULL
+               WHERE origin = :origin AND cycle = :cycle AND state = 'eligible'
+                 AND last_fetch_at IS NULL
+                 AND substr(trap_query, 1, CAST(:length AS INTEGER)) = :prefix""",
+            {"reason": Reason.TRAP_NO_NOVELTY.value, "origin": origin, "cycle": cycle,
+             "length": len(path) + 1, "prefix": path + "?"},
+        )  # fmt: skip
         if cur.rowcount > 0:
             c.execute(
-                """UPDATE origins SET admitted_count = CASE WHEN admitted_count > ?
-                     THEN admitted_count - ? ELSE 0 END
-                   WHERE origin = ? AND admitted_cycle = ?""",
-                (cur.rowcount, cur.rowcount, origin, cycle),
+                """UPDATE origins SET admitted_count = CASE WHEN admitted_count > :withdrawn
+                     THEN admitted_count - :withdrawn ELSE 0 END
+                   WHERE origin = :origin AND admitted_cycle = :cycle""",
+                {"withdrawn": cur.rowcount, "origin": origin, "cycle": cycle},
             )

@@ -22,6 +22,7 @@ from .catalogue import CatalogueStore
 from .core import (
     _INSERT_RECORD,
     Conn,
+    marks,
 )
 
 
@@ -44,11 +45,16 @@ class CommitStore(CatalogueStore):
                                | {cand.origin for _, o in results for _, cand in o.links if cand})  # fmt: skip
             applied = self._apply_all(c, results, now)
             blocked = self._operator_state(c)[1] if not all(applied) else []
-            stale = [(lease.url, lease.fence, cycle, now, json.dumps(outcome.record, default=str))
+            stale = [{"url": lease.url, "fence": lease.fence, "cycle": cycle, "at": now,
+                      "record": json.dumps(outcome.record, default=str)}
                      for (lease, outcome), ok in zip(results, applied, strict=True)
                      if not ok and not any(b.matches(lease.url) for b in blocked)]  # fmt: skip
             if stale:
-                c.executemany("INSERT INTO stale_attempts VALUES (?,?,?,?,?)", stale)
+                c.executemany(
+                    """INSERT INTO stale_attempts (url, fence, cycle, at, record)
+                       VALUES (:url, :fence, :cycle, :at, :record)""",
+                    stale,
+                )
             live = [r for r, ok in zip(results, applied, strict=True) if ok]
             if live:
                 self._write_records(c, live, cycle, now)
@@ -63,12 +69,12 @@ class CommitStore(CatalogueStore):
         by_origin: dict[str, list[tuple[Lease, Outcome]]] = {}
         for lease, outcome in results:
             by_origin.setdefault(lease.origin, []).append((lease, outcome))
-        marks = ",".join("?" * len(by_origin))
+        in_list, params = marks("origin", sorted(by_origin))
         rows = c.execute(
             f"""SELECT origin, min_gap_s, adapt_gap_s, latency_s, stress FROM origins
-                WHERE origin IN ({marks}) ORDER BY origin"""
+                WHERE origin IN ({in_list}) ORDER BY origin"""
             + self._for_update,
-            sorted(by_origin),
+            params,
         ).fetchall()
         p = self.default_policy
         rule = PacingRule(p.adaptive_max_gap_s, p.overload_share, p.recover_steps)
@@ -79,9 +85,11 @@ class CommitStore(CatalogueStore):
             for lease, outcome in by_origin[row["origin"]]:
                 answer = Answer(outcome.reason, lease.attempts, outcome.record.get("elapsed_s"))
                 state = adapt(state, answer, float(row["min_gap_s"]), rule)
-            updates.append((state.extra_gap_s, state.latency_s, state.stress, row["origin"]))
+            updates.append({"gap": state.extra_gap_s, "latency": state.latency_s,
+                            "stress": state.stress, "origin": row["origin"]})  # fmt: skip
         c.executemany(
-            "UPDATE origins SET adapt_gap_s = ?, latency_s = ?, stress = ? WHERE origin = ?",
+            """UPDATE origins SET adapt_gap_s = :gap, latency_s = :latency, stress = :stress
+               WHERE origin = :origin""",
             updates,
         )
 
@@ -98,23 +106,28 @@ class CommitStore(CatalogueStore):
     def _apply(self, c: Conn, lease: Lease, outcome: Outcome, now: float) -> bool:
         o = outcome
         cur = c.execute(
-            """UPDATE urls SET state = ?, reason = ?, due_at = ?, lease_id = NULL,
-                 lease_expires_at = NULL, slot_held = 0, last_fetch_at = ?, last_status = ?,
-                 etag = COALESCE(?, etag), last_modified = COALESCE(?, last_modified),
-                 content_hash = COALESCE(?, content_hash),
-                 document_id = COALESCE(?, document_id),
-                 change_history = COALESCE(?, change_history),
-                 last_checked_at = CASE WHEN ? = 1 THEN ? ELSE last_checked_at END,
-                 checks = checks + ?, changes = changes + ?,
-                 revisit_interval_s = COALESCE(?, revisit_interval_s),
-                 revisit_reason = COALESCE(?, revisit_reason), change_rate = COALESCE(?, change_rate)
-               WHERE url = ? AND fence = ? AND state = 'leased'""",
-            (
-                o.state.value, o.reason, o.due_at, now, o.status, o.etag, o.last_modified,
-                o.content_hash, o.document_id, o.change_history, int(o.checked), now,
-                int(o.checked), int(o.changed), o.revisit_interval_s, o.revisit_reason,
-                o.change_rate, lease.url, lease.fence,
-            ),
+            """UPDATE urls SET state = :state, reason = :reason, due_at = :due_at, lease_id = NULL,
+                 lease_expires_at = NULL, slot_held = 0, last_fetch_at = :now,
+                 last_status = :status, etag = COALESCE(:etag, etag),
+                 last_modified = COALESCE(:last_modified, last_modified),
+                 content_hash = COALESCE(:content_hash, content_hash),
+                 document_id = COALESCE(:document_id, document_id),
+                 change_history = COALESCE(:change_history, change_history),
+                 last_checked_at = CASE WHEN :checked = 1 THEN :now ELSE last_checked_at END,
+                 checks = checks + :checked, changes = changes + :changed,
+                 revisit_interval_s = COALESCE(:revisit_interval_s, revisit_interval_s),
+                 revisit_reason = COALESCE(:revisit_reason, revisit_reason),
+                 change_rate = COALESCE(:change_rate, change_rate)
+               WHERE url = :url AND fence = :fence AND state = 'leased'""",
+            {
+                "state": o.state.value, "reason": o.reason, "due_at": o.due_at, "now": now,
+                "status": o.status, "etag": o.etag, "last_modified": o.last_modified,
+                "content_hash": o.content_hash, "document_id": o.document_id,
+                "change_history": o.change_history, "checked": int(o.checked),
+                "changed": int(o.changed), "revisit_interval_s": o.revisit_interval_s,
+                "revisit_reason": o.revisit_reason, "change_rate": o.change_rate,
+                "url": lease.url, "fence": lease.fence,
+            },
         )  # fmt: skip
         return bool(cur.rowcount == 1)
 
@@ -129,12 +142,12 @@ class CommitStore(CatalogueStore):
                 n[1] += outcome.validators == "misleading"
         if not seen:
             return
-        marks = ",".join("?" * len(seen))
+        in_list, params = marks("origin", sorted(seen))
         rows = c.execute(
             f"""SELECT origin, validator_checks, validator_misses, validators_trusted FROM origins
-                WHERE origin IN ({marks}) ORDER BY origin"""
+                WHERE origin IN ({in_list}) ORDER BY origin"""
             + self._for_update,
-            sorted(seen),
+            params,
         ).fetchall()
         updates = []
         for row in rows:
@@ -144,10 +157,11 @@ class CommitStore(CatalogueStore):
             trusted = validators_trusted(
                 bool(row["validators_trusted"]), checks, misses, self.default_policy.untrusted_after
             )
-            updates.append((checks, misses, int(trusted), row["origin"]))
+            updates.append({"checks": checks, "misses": misses, "trusted": int(trusted),
+                            "origin": row["origin"]})  # fmt: skip
         c.executemany(
-            """UPDATE origins SET validator_checks = ?, validator_misses = ?,
-                 validators_trusted = ? WHERE origin = ?""",
+            """UPDATE origins SET validator_checks = :checks, validator_misses = :misses,
+                 validators_trusted = :trusted WHERE origin = :origin""",
             updates,
         )
 

@@ -139,11 +139,8 @@ class StoreCore:
             self._local.conn = None
 
     def _lock_migrations(self, c: Conn) -> None:
-        """One migrator at a time (IMMEDIATE already makes it so here)."""
-
-    def _ddl(self, stmt: str) -> str:
-        """A migration statement in this backend's dialect (MIGRATIONS are written for SQLite)."""
-        return stmt
+        """One store opener at a time past the schema check (IMMEDIATE already makes it so
+        here); postgres.py takes the migrator's advisory lock."""
 
     def schema_version(self) -> int:
         row = self._select("SELECT MAX(version) FROM schema_migrations").fetchone()

@@ -17,10 +17,12 @@ from .base import (
 from .core import (
     _BATCH,
     Conn,
+    marks,
 )
 from .origins import OriginStore
 
-_UPSERT_REF = """INSERT INTO body_refs (body_key, url, committed_at) VALUES (?,?,?)
+_UPSERT_REF = """INSERT INTO body_refs (body_key, url, committed_at)
+    VALUES (:body_key, :url, :committed_at)
     ON CONFLICT (body_key, url) DO UPDATE SET committed_at = excluded.committed_at
     WHERE excluded.committed_at > body_refs.committed_at"""
 
@@ -34,14 +36,21 @@ class OperatorStore(OriginStore):
             raise CoordinationError("a pause needs scope 'origin' or 'domain' and a reason")
         with self._tx() as c:
             c.execute(
-                "INSERT OR REPLACE INTO pauses VALUES (?,?,?,?,?)", (scope, value, reason, who, now)
+                """INSERT INTO pauses (scope, value, reason, who, at)
+                   VALUES (:scope, :value, :reason, :who, :at)
+                   ON CONFLICT (scope, value) DO UPDATE SET reason = excluded.reason,
+                   who = excluded.who, at = excluded.at""",
+                {"scope": scope, "value": value, "reason": reason, "who": who, "at": now},
             )
             self._audit(c, "pause", scope, value, reason, who, now)
 
     def resume(self, scope: str, value: str, reason: str, who: str, now: float) -> bool:
         """Lift a pause; False if there was none."""
         with self._tx() as c:
-            cur = c.execute("DELETE FROM pauses WHERE scope = ? AND value = ?", (scope, value))
+            cur = c.execute(
+                "DELETE FROM pauses WHERE scope = :scope AND value = :value",
+                {"scope": scope, "value": value},
+            )
             if cur.rowcount:
                 self._audit(c, "resume", scope, value, reason, who, now)
             return bool(cur.rowcount)
@@ -49,9 +58,11 @@ class OperatorStore(OriginStore):
     def _audit(self, c: Conn, action: str, scope: str, value: str, reason: str, who: str,
                now: float) -> None:  # fmt: skip
         c.execute(
-            "INSERT INTO operator_log (action, scope, value, reason, who, at) VALUES (?,?,?,?,?,?)",
-            (action, scope, value, reason, who, now),
-        )
+            """INSERT INTO operator_log (action, scope, value, reason, who, at)
+               VALUES (:action, :scope, :value, :reason, :who, :at)""",
+            {"action": action, "scope": scope, "value": value, "reason": reason, "who": who,
+             "at": now},
+        )  # fmt: skip
 
     def suppress(
         self, target: Suppression, reason: str, verification: str, who: str, now: float
@@ -69,11 +80,13 @@ class OperatorStore(OriginStore):
         with self._tx() as c:
             c.execute(
                 """INSERT INTO suppressions (scope, value, reason, verification, who, at)
-                   VALUES (?,?,?,?,?,?) ON CONFLICT (scope, value) DO UPDATE SET
+                   VALUES (:scope, :value, :reason, :verification, :who, :at)
+                   ON CONFLICT (scope, value) DO UPDATE SET
                    reason = excluded.reason, verification = excluded.verification,
                    who = excluded.who, at = excluded.at""",
-                (target.scope, target.value, reason, verification, who, now),
-            )
+                {"scope": target.scope, "value": target.value, "reason": reason,
+                 "verification": verification, "who": who, "at": now},
+            )  # fmt: skip
             self._audit(c, "suppress", target.scope, target.value,
                         f"{reason} (verified: {verification})", who, now)  # fmt: skip
             purged = self._purge(c, target)
@@ -89,48 +102,50 @@ class OperatorStore(OriginStore):
                 if target.matches(r[0])]  # fmt: skip
         out.body_keys |= {r[1] for r in urls if r[1]}
         for i in range(0, len(urls), _BATCH):
-            part = [r[0] for r in urls[i : i + _BATCH]]
-            c.execute(f"DELETE FROM urls WHERE url IN ({','.join('?' * len(part))})", part)
+            in_list, params = marks("url", [r[0] for r in urls[i : i + _BATCH]])
+            c.execute(f"DELETE FROM urls WHERE url IN ({in_list})", params)
         out.urls = len(urls)
         records = [r for r in c.execute("SELECT fetch_id, url, body_key FROM fetch_records")
                    if target.matches(r[1])]  # fmt: skip
         out.body_keys |= {r[2] for r in records if r[2]}
         for i in range(0, len(records), _BATCH):
-            ids = [r[0] for r in records[i : i + _BATCH]]
-            marks = ",".join("?" * len(ids))
+            in_list, params = marks("id", [r[0] for r in records[i : i + _BATCH]])
             for (document,) in c.execute(
-                f"SELECT document FROM fetch_records WHERE fetch_id IN ({marks})", ids
+                f"SELECT document FROM fetch_records WHERE fetch_id IN ({in_list})", params
             ).fetchall():
                 if document:
                     doc = json.loads(document)
                     out.documents.append((doc["url"], doc["text_hash"],
                                           str(doc["extraction_version"])))  # fmt: skip
-            c.execute(f"DELETE FROM fetch_records WHERE fetch_id IN ({marks})", ids)
+            c.execute(f"DELETE FROM fetch_records WHERE fetch_id IN ({in_list})", params)
         out.records = len(records)
         stale = [r[0] for r in c.execute("SELECT DISTINCT url FROM stale_attempts")
                  if target.matches(r[0])]  # fmt: skip
         for url in stale:
-            c.execute("DELETE FROM stale_attempts WHERE url = ?", (url,))
+            c.execute("DELETE FROM stale_attempts WHERE url = :url", {"url": url})
         out.stale_attempts = len(stale)
         # body references of records already moved out (the lake rows follow in optout.py)
-        refs = [(r[0], r[1]) for r in c.execute("SELECT body_key, url FROM body_refs")
+        refs = [{"body_key": r[0], "url": r[1]}
+                for r in c.execute("SELECT body_key, url FROM body_refs")
                 if target.matches(r[1])]  # fmt: skip
-        out.body_keys |= {key for key, _ in refs}
-        c.executemany("DELETE FROM body_refs WHERE body_key = ? AND url = ?", refs)
+        out.body_keys |= {ref["body_key"] for ref in refs}
+        c.executemany("DELETE FROM body_refs WHERE body_key = :body_key AND url = :url", refs)
         for fetch_id, links in c.execute("SELECT fetch_id, links FROM fetch_records").fetchall():
             rows = json.loads(links)
             kept = [r for r in rows if not (r.get("url") and target.matches(r["url"]))]
             if len(kept) != len(rows):
-                c.execute("UPDATE fetch_records SET links = ? WHERE fetch_id = ?",
-                          (json.dumps(kept, default=str), fetch_id))  # fmt: skip
+                c.execute(
+                    "UPDATE fetch_records SET links = :links WHERE fetch_id = :fetch_id",
+                    {"links": json.dumps(kept, default=str), "fetch_id": fetch_id},
+                )
                 out.links_rewritten += 1
         if target.scope != "prefix":
             out.origins = [r[0] for r in c.execute("SELECT origin FROM origins")
                            if target.matches(r[0] + "/")]  # fmt: skip
             for origin in out.origins:
-                c.execute("DELETE FROM trap_counts WHERE origin = ?", (origin,))
-                c.execute("DELETE FROM trap_novelty WHERE origin = ?", (origin,))
-                c.execute("DELETE FROM origins WHERE origin = ?", (origin,))
+                c.execute("DELETE FROM trap_counts WHERE origin = :origin", {"origin": origin})
+                c.execute("DELETE FROM trap_novelty WHERE origin = :origin", {"origin": origin})
+                c.execute("DELETE FROM origins WHERE origin = :origin", {"origin": origin})
         return out
 
     def audit(self, action: str, scope: str, value: str, reason: str, who: str, now: float) -> None:
@@ -168,19 +183,22 @@ class OperatorStore(OriginStore):
                 raise CoordinationError(f"{key} = {value:g} is outside [{lo:g}, {hi:g}]")
         with self._tx() as c:
             row = c.execute(
-                "SELECT settings, version FROM policy_overrides WHERE scope = ? AND value = ?",
-                (target.scope, target.value),
+                """SELECT settings, version FROM policy_overrides
+                   WHERE scope = :scope AND value = :value""",
+                {"scope": target.scope, "value": target.value},
             ).fetchone()
             old = json.loads(row["settings"]) if row else {}
             new = {k: v for k, v in {**old, **settings}.items() if v is not None}
             version = (int(row["version"]) if row else 0) + 1
             c.execute(
                 """INSERT INTO policy_overrides (scope, value, settings, version, who, reason, at)
-                   VALUES (?,?,?,?,?,?,?) ON CONFLICT (scope, value) DO UPDATE SET
+                   VALUES (:scope, :value, :settings, :version, :who, :reason, :at)
+                   ON CONFLICT (scope, value) DO UPDATE SET
                    settings = excluded.settings, version = excluded.version,
                    who = excluded.who, reason = excluded.reason, at = excluded.at""",
-                (target.scope, target.value, json.dumps(new, sort_keys=True), version, who,
-                 reason, now),
+                {"scope": target.scope, "value": target.value,
+                 "settings": json.dumps(new, sort_keys=True), "version": version, "who": who,
+                 "reason": reason, "at": now},
             )  # fmt: skip
             self._audit(c, "set_policy", target.scope, target.value,
                         f"v{version}: {json.dumps(old, sort_keys=True)} -> "
@@ -192,7 +210,10 @@ class OperatorStore(OriginStore):
             for origin in origins:
                 priority = override_for(overrides, origin, "priority")
                 if priority is not None:
-                    c.execute("UPDATE urls SET priority = ? WHERE origin = ?", (priority, origin))
+                    c.execute(
+                        "UPDATE urls SET priority = :priority WHERE origin = :origin",
+                        {"priority": priority, "origin": origin},
+                    )
         return version
 
     def policy_overrides(self) -> list[dict[str, Any]]:
@@ -207,10 +228,12 @@ class OperatorStore(OriginStore):
         with self._tx() as c:
             cur = c.execute(
                 """UPDATE fetch_records SET body_key = NULL
-                   WHERE body_key IS NOT NULL AND committed_at < ?""",
-                (before,),
+                   WHERE body_key IS NOT NULL AND committed_at < :before""",
+                {"before": before},
             )
-            moved = c.execute("DELETE FROM body_refs WHERE committed_at < ?", (before,))
+            moved = c.execute(
+                "DELETE FROM body_refs WHERE committed_at < :before", {"before": before}
+            )
             return int(cur.rowcount) + int(moved.rowcount)
 
     def partition_written(
@@ -228,28 +251,40 @@ class OperatorStore(OriginStore):
         deleted = 0
         with self._tx() as c:
             newest = c.execute(
-                "SELECT fence FROM batch_leases WHERE cycle = ? AND shard = ?" + self._for_update,
-                (cycle, shard),
+                "SELECT fence FROM batch_leases WHERE cycle = :cycle AND shard = :shard"
+                + self._for_update,
+                {"cycle": cycle, "shard": shard},
             ).fetchone()
             if newest is None or int(newest[0]) != fence:
                 return None
             c.execute(
                 """INSERT INTO lake_writes (cycle, shard, fence, fetches, written_at)
-                   VALUES (?,?,?,?,?) ON CONFLICT (cycle, shard) DO UPDATE SET
+                   VALUES (:cycle, :shard, :fence, :fetches, :written_at)
+                   ON CONFLICT (cycle, shard) DO UPDATE SET
                    fence = excluded.fence, fetches = excluded.fetches,
                    written_at = excluded.written_at""",
-                (cycle, shard, fence, fetches, now),
+                {
+                    "cycle": cycle,
+                    "shard": shard,
+                    "fence": fence,
+                    "fetches": fetches,
+                    "written_at": now,
+                },
             )
             for i in range(0, len(ids), _BATCH):
-                part = ids[i : i + _BATCH]
-                where = f"cycle = ? AND shard = ? AND fetch_id IN ({','.join('?' * len(part))})"
+                in_list, part = marks("id", ids[i : i + _BATCH])
+                where = f"cycle = :cycle AND shard = :shard AND fetch_id IN ({in_list})"
+                params = {"cycle": cycle, "shard": shard, **part}
                 refs = c.execute(
-                    f"""SELECT body_key, url, COALESCE(committed_at, ?) FROM fetch_records
+                    f"""SELECT body_key, url, COALESCE(committed_at, :now) FROM fetch_records
                         WHERE body_key IS NOT NULL AND {where}""",
-                    (now, cycle, shard, *part),
+                    {"now": now, **params},
                 ).fetchall()
-                c.executemany(_UPSERT_REF, [(r[0], r[1], r[2]) for r in refs])
-                cur = c.execute(f"DELETE FROM fetch_records WHERE {where}", (cycle, shard, *part))
+                c.executemany(
+                    _UPSERT_REF,
+                    [{"body_key": r[0], "url": r[1], "committed_at": r[2]} for r in refs],
+                )
+                cur = c.execute(f"DELETE FROM fetch_records WHERE {where}", params)
                 deleted += int(cur.rowcount)
         return deleted
 
@@ -261,24 +296,26 @@ class OperatorStore(OriginStore):
         with self._tx() as c:
             before = c.execute("SELECT COUNT(*) FROM tombstones").fetchone()[0]
             c.executemany(
-                "INSERT OR IGNORE INTO tombstones (event_id, event, created_at) VALUES (?,?,?)",
-                [(e["event_id"], json.dumps(e, default=str), now) for e in events],
-            )
+                """INSERT INTO tombstones (event_id, event, created_at)
+                   VALUES (:event_id, :event, :created_at) ON CONFLICT DO NOTHING""",
+                [{"event_id": e["event_id"], "event": json.dumps(e, default=str),
+                  "created_at": now} for e in events],
+            )  # fmt: skip
             return int(c.execute("SELECT COUNT(*) FROM tombstones").fetchone()[0] - before)
 
     def pending_tombstones(self, limit: int) -> list[dict[str, Any]]:
         rows = self._select(
             """SELECT event FROM tombstones WHERE delivered_at IS NULL
-               ORDER BY created_at, event_id LIMIT ?""",
-            (limit,),
+               ORDER BY created_at, event_id LIMIT :limit""",
+            {"limit": limit},
         )
         return [json.loads(r[0]) for r in rows]
 
     def tombstones_delivered(self, event_ids: Sequence[str], now: float) -> None:
         with self._tx() as c:
             c.executemany(
-                "UPDATE tombstones SET delivered_at = ? WHERE event_id = ?",
-                [(now, e) for e in event_ids],
+                "UPDATE tombstones SET delivered_at = :now WHERE event_id = :event_id",
+                [{"now": now, "event_id": e} for e in event_ids],
             )
 
     def pauses(self) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from .core import (
     StoreCore,
     _domain_of,
     _has_capacity,
+    greatest,
 )
 
 
@@ -45,11 +46,15 @@ class OriginStore(StoreCore):
         stale = "bucket IS NULL" if row and row[0] == grouping else "1 = 1"
         rows = c.execute(f"SELECT origin, registrable_domain FROM origins WHERE {stale}").fetchall()
         c.executemany(
-            "UPDATE origins SET bucket = ?, fair_class = ? WHERE origin = ?",
-            [(*self._groups(r[0], r[1]), r[0]) for r in rows],
-        )
+            "UPDATE origins SET bucket = :bucket, fair_class = :fair_class WHERE origin = :origin",
+            [dict(zip(("bucket", "fair_class"), self._groups(r[0], r[1]), strict=True),
+                  origin=r[0]) for r in rows],
+        )  # fmt: skip
         c.execute("DELETE FROM store_settings WHERE key = 'grouping'")
-        c.execute("INSERT INTO store_settings VALUES ('grouping', ?)", (grouping,))
+        c.execute(
+            "INSERT INTO store_settings (key, value) VALUES ('grouping', :grouping)",
+            {"grouping": grouping},
+        )
 
     def _groups(self, origin: str, domain: str) -> tuple[str, str]:
         """(politeness bucket, fairness class) of an origin under the current config."""
@@ -73,15 +78,20 @@ class OriginStore(StoreCore):
         self, c: Conn, cands: list[Candidate], overrides: list[dict[str, Any]] | None = None
     ) -> None:
         p = self.default_policy
+        columns = ("origin", "shard", "min_gap_s", "max_in_flight", "registrable_domain", "bucket",
+                   "fair_class")  # fmt: skip
         c.executemany(
-            """INSERT OR IGNORE INTO origins
+            """INSERT INTO origins
                (origin, shard, min_gap_s, max_in_flight, registrable_domain, bucket, fair_class)
-               VALUES (?,?,?,?,?,?,?)""",
-            sorted(  # one insertion order for every writer: no lock-order deadlocks
+               VALUES (:origin, :shard, :min_gap_s, :max_in_flight, :registrable_domain, :bucket,
+                       :fair_class)
+               ON CONFLICT DO NOTHING""",
+            [dict(zip(columns, row, strict=True)) for row in sorted(
+                # one insertion order for every writer: no lock-order deadlocks
                 (o, shard, p.min_gap_s, p.max_in_flight, d, *self._groups(o, d))
                 for o, shard, d in {(x.origin, x.shard, _domain_of(x.origin)) for x in cands}
-            ),
-        )
+            )],
+        )  # fmt: skip
         overrides = self._operator_state(c)[0] if overrides is None else overrides
         if overrides:
             self._apply_rates(c, overrides, sorted({x.origin for x in cands}))
@@ -94,16 +104,19 @@ class OriginStore(StoreCore):
             cap = override_for(overrides, origin, "max_in_flight")
             if gap is not None:
                 c.execute(
-                    """UPDATE origins SET operator_gap_s = ?, min_gap_s = MAX(min_gap_s, ?)
-                       WHERE origin = ?""",
-                    (gap, gap, origin),
+                    f"""UPDATE origins SET operator_gap_s = :gap,
+                          min_gap_s = {greatest("min_gap_s", ":gap")}
+                        WHERE origin = :origin""",
+                    {"gap": gap, "origin": origin},
                 )
             if cap is not None:
-                c.execute("UPDATE origins SET max_in_flight = ? WHERE origin = ?",
-                          (int(cap), origin))  # fmt: skip
+                c.execute("UPDATE origins SET max_in_flight = :cap WHERE origin = :origin",
+                          {"cap": int(cap), "origin": origin})  # fmt: skip
 
     def robots(self, origin: str) -> RobotsRecord | None:
-        row = self._select("SELECT * FROM origins WHERE origin = ?", (origin,)).fetchone()
+        row = self._select(
+            "SELECT * FROM origins WHERE origin = :origin", {"origin": origin}
+        ).fetchone()
         if row is None or row["robots_status"] is None:
             return None
         return RobotsRecord(
@@ -113,7 +126,7 @@ class OriginStore(StoreCore):
 
     def robots_good_at(self, origin: str) -> float | None:
         row = self._select(
-            "SELECT robots_good_at FROM origins WHERE origin = ?", (origin,)
+            "SELECT robots_good_at FROM origins WHERE origin = :origin", {"origin": origin}
         ).fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
@@ -144,36 +157,41 @@ class OriginStore(StoreCore):
                      "links": "[]", "document": None, "body_key": None, "committed_at": now},
                 )  # fmt: skip
             row = c.execute(
-                "SELECT * FROM origins WHERE origin = ? AND robots_lease_id = ?" + self._for_update,
-                (task.origin, task.lease_id),
+                "SELECT * FROM origins WHERE origin = :origin AND robots_lease_id = :lease_id"
+                + self._for_update,
+                {"origin": task.origin, "lease_id": task.lease_id},
             ).fetchone()
             if row is None:
                 raise StaleAttempt(f"{task.origin}/robots.txt", 0)  # another worker took it over
             changed = row["robots_status"] != status or row["robots_text"] != text
             version = int(row["robots_version"]) + int(changed)
             c.execute(
-                """UPDATE origins SET robots_version = ?, robots_status = ?, robots_text = ?,
-                     robots_fetched_at = ?, robots_expires_at = ?, robots_lease_id = NULL,
-                     robots_lease_until = 0, backoff_until = MAX(backoff_until, ?),
-                     next_eligible_at = MAX(next_eligible_at, ?),
-                     min_gap_s = CASE WHEN COALESCE(?, min_gap_s) > operator_gap_s
-                       THEN COALESCE(?, min_gap_s) ELSE operator_gap_s END,
-                     robots_good_at = CASE WHEN ? THEN ? ELSE robots_good_at END
-                   WHERE origin = ?""",
-                (
-                    version, status, text, now, now + ttl_s, backoff_until,
-                    max(backoff_until, not_before),
-                    min_gap_s, min_gap_s, good, now, task.origin,
-                ),
+                f"""UPDATE origins SET robots_version = :version, robots_status = :status,
+                      robots_text = :text, robots_fetched_at = :now,
+                      robots_expires_at = :expires_at, robots_lease_id = NULL,
+                      robots_lease_until = 0,
+                      backoff_until = {greatest("backoff_until", ":backoff_until")},
+                      next_eligible_at = {greatest("next_eligible_at", ":next_eligible_at")},
+                      min_gap_s = CASE WHEN COALESCE(:min_gap_s, min_gap_s) > operator_gap_s
+                        THEN COALESCE(:min_gap_s, min_gap_s) ELSE operator_gap_s END,
+                      robots_good_at = CASE WHEN :good THEN :now ELSE robots_good_at END
+                    WHERE origin = :origin""",
+                {
+                    "version": version, "status": status, "text": text, "now": now,
+                    "expires_at": now + ttl_s, "backoff_until": backoff_until,
+                    "next_eligible_at": max(backoff_until, not_before),
+                    "min_gap_s": min_gap_s, "good": good, "origin": task.origin,
+                },
             )  # fmt: skip
             if changed and status in (RobotsStatus.PARSED.value, RobotsStatus.UNAVAILABLE.value):
                 # New rules may allow what the old ones blocked: those URLs go back to the
                 # queue, and the claim judges them against the policy now in force.
                 c.execute(
-                    """UPDATE urls SET state = 'eligible', reason = ?
-                       WHERE origin = ? AND state = 'blocked' AND reason = ?""",
-                    (Reason.ROBOTS_RECHECK.value, task.origin, Reason.ROBOTS_DISALLOWED.value),
-                )
+                    """UPDATE urls SET state = 'eligible', reason = :recheck
+                       WHERE origin = :origin AND state = 'blocked' AND reason = :disallowed""",
+                    {"recheck": Reason.ROBOTS_RECHECK.value, "origin": task.origin,
+                     "disallowed": Reason.ROBOTS_DISALLOWED.value},
+                )  # fmt: skip
         return RobotsRecord(task.origin, version, status, text, now, now + ttl_s)
 
     def push_origin_clocks(self, pushes: Sequence[tuple[str, float, float]]) -> None:
@@ -204,15 +222,18 @@ class OriginStore(StoreCore):
             return now
 
     def _push_clocks(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
-        where = "origin = ?"
+        where = "origin = :origin"
         if self._shared_buckets:
-            where = "bucket = (SELECT bucket FROM origins WHERE origin = ?)"
+            where = "bucket = (SELECT bucket FROM origins WHERE origin = :origin)"
         c.executemany(
             # the clock carries the backoff too: "ready soonest" is one indexed column
-            f"""UPDATE origins SET next_eligible_at = MAX(next_eligible_at, ?),
-                backoff_until = MAX(backoff_until, ?) WHERE {where}""",
-            [(max(t, b), b, o) for o, t, b in sorted(pushes)],
-        )
+            f"""UPDATE origins
+                SET next_eligible_at = {greatest("next_eligible_at", ":next_eligible_at")},
+                    backoff_until = {greatest("backoff_until", ":backoff_until")}
+                WHERE {where}""",
+            [{"next_eligible_at": max(t, b), "backoff_until": b, "origin": o}
+             for o, t, b in sorted(pushes)],
+        )  # fmt: skip
 
     @property
     def _shared_buckets(self) -> bool:

@@ -115,12 +115,17 @@ class QueueStore(OriginStore):
                 self._save_class_scores(c, shard, scores, now)
                 c.executemany(
                     # in origin order, the order commits lock origins in: no deadlocks
-                    """UPDATE origins SET next_eligible_at = ?,
-                         robots_lease_id = CASE WHEN ? THEN ? ELSE robots_lease_id END,
-                         robots_lease_until = CASE WHEN ? THEN ? ELSE robots_lease_until END
-                       WHERE origin = ?""",
-                    sorted(clocks, key=lambda u: u[-1]),
-                )
+                    """UPDATE origins SET next_eligible_at = :next_eligible_at,
+                         robots_lease_id = CASE WHEN :robots THEN :lease_id
+                                           ELSE robots_lease_id END,
+                         robots_lease_until = CASE WHEN :robots THEN :lease_until
+                                              ELSE robots_lease_until END
+                       WHERE origin = :origin""",
+                    [{"next_eligible_at": t, "robots": robots, "lease_id": lease_id,
+                      "lease_until": until, "origin": origin}
+                     for t, robots, lease_id, _, until, origin
+                     in sorted(clocks, key=lambda u: u[-1])],
+                )  # fmt: skip
                 if self._shared_buckets:
                     # one clock per bucket: its other origins wait as long
                     self._push_clocks(c, [(u[-1], u[0], 0.0) for u in clocks])
@@ -142,7 +147,7 @@ class QueueStore(OriginStore):
         if self.default_policy.class_quota >= 1.0:
             return {}
         rows = c.execute(
-            "SELECT fair_class, score, at FROM class_usage WHERE shard = ?", (shard,)
+            "SELECT fair_class, score, at FROM class_usage WHERE shard = :shard", {"shard": shard}
         ).fetchall()
         usage = [(r[0], float(r[1]), float(r[2])) for r in rows]
         return class_scores(usage, now, self.default_policy.class_window_s)
@@ -151,10 +156,12 @@ class QueueStore(OriginStore):
         if self.default_policy.class_quota >= 1.0:
             return
         c.executemany(
-            """INSERT INTO class_usage (shard, fair_class, score, at) VALUES (?,?,?,?)
+            """INSERT INTO class_usage (shard, fair_class, score, at)
+               VALUES (:shard, :fair_class, :score, :at)
                ON CONFLICT (shard, fair_class) DO UPDATE SET score = excluded.score, at = excluded.at""",
-            sorted((shard, k, v, now) for k, v in kept_scores(scores).items()),
-        )
+            [{"shard": shard, "fair_class": k, "score": v, "at": now}
+             for k, v in sorted(kept_scores(scores).items())],
+        )  # fmt: skip
 
     def _claim_origin(
         self,
@@ -198,8 +205,8 @@ class QueueStore(OriginStore):
             return Wait(now + _POLL_S)
         leased = c.execute(
             """SELECT MIN(lease_expires_at) FROM urls
-               WHERE shard = ? AND cycle = ? AND state = 'leased'""",
-            (shard, cycle),
+               WHERE shard = :shard AND cycle = :cycle AND state = 'leased'""",
+            {"shard": shard, "cycle": cycle},
         ).fetchone()[0]
         return Drained() if leased is None else Wait(min(leased, now + _POLL_S))
 
@@ -230,17 +237,19 @@ class QueueStore(OriginStore):
                       priority, content_hash, document_id, change_history, last_checked_at,
                       revisit_interval_s
                FROM urls
-               WHERE origin = ? AND cycle = ? AND state IN ('eligible', 'failed_retryable')
-                 AND due_at <= ? ORDER BY priority DESC, seq LIMIT ?""",
-            (origin["origin"], cycle, now, _SCAN + n - 1),
+               WHERE origin = :origin AND cycle = :cycle
+                 AND state IN ('eligible', 'failed_retryable')
+                 AND due_at <= :now ORDER BY priority DESC, seq LIMIT :n""",
+            {"origin": origin["origin"], "cycle": cycle, "now": now, "n": _SCAN + n - 1},
         ).fetchall()
-        blocked: list[tuple[str, int, int]] = []
+        blocked: list[dict[str, Any]] = []
         leases: list[Lease] = []
         for row in rows:
             if len(leases) == n:
                 break
             if not policy.allows(row["url"], token):
-                blocked.append((Reason.ROBOTS_DISALLOWED.value, policy.version, row["seq"]))
+                blocked.append({"reason": Reason.ROBOTS_DISALLOWED.value,
+                                "version": policy.version, "seq": row["seq"]})  # fmt: skip
                 continue
             leases.append(
                 Lease(
@@ -270,15 +279,26 @@ class QueueStore(OriginStore):
             )
         if blocked:
             c.executemany(
-                "UPDATE urls SET state = 'blocked', reason = ?, robots_version = ? WHERE seq = ?",
+                """UPDATE urls SET state = 'blocked', reason = :reason, robots_version = :version
+                   WHERE seq = :seq""",
                 blocked,
             )
         if leases:
             c.executemany(
-                """UPDATE urls SET state = 'leased', lease_id = ?, lease_expires_at = ?, fence = ?,
-                   attempts = attempts + 1, slot_held = 1, robots_version = ?, extended = 0
-                   WHERE url = ?""",
-                [(x.lease_id, x.expires_at, x.fence, x.robots_version, x.url) for x in leases],
+                """UPDATE urls SET state = 'leased', lease_id = :lease_id,
+                   lease_expires_at = :expires_at, fence = :fence, attempts = attempts + 1,
+                   slot_held = 1, robots_version = :robots_version, extended = 0
+                   WHERE url = :url""",
+                [
+                    {
+                        "lease_id": x.lease_id,
+                        "expires_at": x.expires_at,
+                        "fence": x.fence,
+                        "robots_version": x.robots_version,
+                        "url": x.url,
+                    }
+                    for x in leases
+                ],
             )
         return leases
 
@@ -291,8 +311,10 @@ class QueueStore(OriginStore):
     def _release(self, c: Conn, finished: Sequence[tuple[str, int]]) -> None:
         if finished:
             c.executemany(
-                "UPDATE urls SET slot_held = 0 WHERE url = ? AND fence = ? AND state = 'leased'",
-                sorted(finished),  # one lock order for every writer
+                """UPDATE urls SET slot_held = 0
+                   WHERE url = :url AND fence = :fence AND state = 'leased'""",
+                # one lock order for every writer
+                [{"url": url, "fence": fence} for url, fence in sorted(finished)],
             )
 
     def extend_lease(self, lease: Lease, now: float, lease_s: float) -> Lease | None:
@@ -300,10 +322,10 @@ class QueueStore(OriginStore):
         already extended (the worker must then give up, not commit late)."""
         with self._tx() as c:
             cur = c.execute(
-                """UPDATE urls SET lease_expires_at = ?, extended = 1
-                   WHERE url = ? AND fence = ? AND state = 'leased' AND extended = 0
-                     AND lease_expires_at > ?""",
-                (now + lease_s, lease.url, lease.fence, now),
+                """UPDATE urls SET lease_expires_at = :expires_at, extended = 1
+                   WHERE url = :url AND fence = :fence AND state = 'leased' AND extended = 0
+                     AND lease_expires_at > :now""",
+                {"expires_at": now + lease_s, "url": lease.url, "fence": lease.fence, "now": now},
             )
             return replace(lease, expires_at=now + lease_s) if cur.rowcount == 1 else None
 
@@ -311,10 +333,10 @@ class QueueStore(OriginStore):
         """Return expired leases to eligible, attempts kept."""
         with self._tx() as c:
             cur = c.execute(
-                """UPDATE urls SET state = 'eligible', reason = ?, lease_id = NULL,
+                """UPDATE urls SET state = 'eligible', reason = :reason, lease_id = NULL,
                    lease_expires_at = NULL, slot_held = 0
-                   WHERE state = 'leased' AND lease_expires_at <= ?""",
-                (Reason.LEASE_EXPIRED.value, now),
+                   WHERE state = 'leased' AND lease_expires_at <= :now""",
+                {"reason": Reason.LEASE_EXPIRED.value, "now": now},
             )
             return int(cur.rowcount)
 
@@ -323,19 +345,25 @@ class QueueStore(OriginStore):
         with self._tx() as c:
             self._lock_shard(c, shard)
             row = c.execute(
-                "SELECT fence FROM batch_leases WHERE cycle = ? AND shard = ?" + self._for_update,
-                (cycle, shard),
+                "SELECT fence FROM batch_leases WHERE cycle = :cycle AND shard = :shard"
+                + self._for_update,
+                {"cycle": cycle, "shard": shard},
             ).fetchone()
             fence = (int(row["fence"]) if row else 0) + 1
             c.execute(
-                "INSERT OR REPLACE INTO batch_leases VALUES (?,?,?,?,?)",
-                (cycle, shard, fence, holder, now),
-            )
+                """INSERT INTO batch_leases (cycle, shard, fence, holder, acquired_at)
+                   VALUES (:cycle, :shard, :fence, :holder, :acquired_at)
+                   ON CONFLICT (cycle, shard) DO UPDATE SET fence = excluded.fence,
+                   holder = excluded.holder, acquired_at = excluded.acquired_at""",
+                {"cycle": cycle, "shard": shard, "fence": fence, "holder": holder,
+                 "acquired_at": now},
+            )  # fmt: skip
         return BatchLease(cycle, shard, fence, holder)
 
     def batch_lease(self, cycle: str, shard: int) -> BatchLease | None:
         """The newest batch lease of a partition."""
         row = self._select(
-            "SELECT fence, holder FROM batch_leases WHERE cycle = ? AND shard = ?", (cycle, shard)
+            "SELECT fence, holder FROM batch_leases WHERE cycle = :cycle AND shard = :shard",
+            {"cycle": cycle, "shard": shard},
         ).fetchone()
         return BatchLease(cycle, shard, int(row["fence"]), row["holder"]) if row else None

@@ -21,8 +21,8 @@ class ReadStore(StoreCore):
         row = self._select(
             """SELECT COALESCE(SUM(CASE WHEN state IN ('eligible', 'failed_retryable', 'leased')
                                    THEN 0 ELSE 1 END), 0), COUNT(*)
-               FROM urls WHERE cycle = ?""",
-            (cycle,),
+               FROM urls WHERE cycle = :cycle""",
+            {"cycle": cycle},
         ).fetchone()
         return int(row[0]), int(row[1])
 
@@ -30,8 +30,8 @@ class ReadStore(StoreCore):
         """The committed records of one partition, streamed (a partition can be large)."""
         rows = self._select(
             """SELECT record, links, document FROM fetch_records
-               WHERE cycle = ? AND shard = ? ORDER BY rowid""",
-            (cycle, shard),
+               WHERE cycle = :cycle AND shard = :shard ORDER BY committed_at, fetch_id""",
+            {"cycle": cycle, "shard": shard},
         )
         for r in rows:
             yield {
@@ -44,7 +44,8 @@ class ReadStore(StoreCore):
         """Fetch records of one partition still in the store (not yet moved out by a
         recorded lake write)."""
         row = self._select(
-            "SELECT COUNT(*) FROM fetch_records WHERE cycle = ? AND shard = ?", (cycle, shard)
+            "SELECT COUNT(*) FROM fetch_records WHERE cycle = :cycle AND shard = :shard",
+            {"cycle": cycle, "shard": shard},
         ).fetchone()
         return int(row[0])
 
@@ -52,7 +53,8 @@ class ReadStore(StoreCore):
         """The batch fence at which partition (cycle, shard) was last recorded as written to
         the lake; None if it never was."""
         row = self._select(
-            "SELECT fence FROM lake_writes WHERE cycle = ? AND shard = ?", (cycle, shard)
+            "SELECT fence FROM lake_writes WHERE cycle = :cycle AND shard = :shard",
+            {"cycle": cycle, "shard": shard},
         ).fetchone()
         return None if row is None else int(row[0])
 
@@ -73,8 +75,8 @@ class ReadStore(StoreCore):
                        max_in_flight, backoff_until, robots_status, robots_version,
                        robots_fetched_at, validators_trusted, validator_checks,
                        validator_misses, EXISTS ({_PAUSED}) AS paused
-               FROM origins o WHERE shard = ? ORDER BY origin""",
-            (shard,),
+               FROM origins o WHERE shard = :shard ORDER BY origin""",
+            {"shard": shard},
         )
         return [{**dict(r), "paused": bool(r["paused"]),
                  "validators_trusted": bool(r["validators_trusted"])} for r in rows]  # fmt: skip
@@ -88,8 +90,8 @@ class ReadStore(StoreCore):
                       revisit_reason, change_rate,
                       (SELECT validators_trusted FROM origins o WHERE o.origin = urls.origin)
                         AS validators_trusted
-               FROM urls WHERE shard = ? ORDER BY seq""",
-            (shard,),
+               FROM urls WHERE shard = :shard ORDER BY seq""",
+            {"shard": shard},
         )
         return [dict(r) for r in rows]
 
@@ -108,12 +110,14 @@ class ReadStore(StoreCore):
                       change_rate,
                       (SELECT validators_trusted FROM origins o WHERE o.origin = urls.origin)
                         AS validators_trusted
-               FROM urls WHERE url_hash = ? AND url = ?""",
-            (url_digest(url), url),
+               FROM urls WHERE url_hash = :url_hash AND url = :url""",
+            {"url_hash": url_digest(url), "url": url},
         ).fetchone()
         return None if row is None else dict(row)
 
     def stale_attempts_of(self, url: str) -> list[dict[str, Any]]:
         """The stale attempts (fenced commits refused) of one URL, oldest first."""
-        rows = self._select("SELECT * FROM stale_attempts WHERE url = ? ORDER BY at", (url,))
+        rows = self._select(
+            "SELECT * FROM stale_attempts WHERE url = :url ORDER BY at", {"url": url}
+        )
         return [dict(r) for r in rows]

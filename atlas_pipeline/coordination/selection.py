@@ -27,21 +27,22 @@ class FrontierStore(StoreCore):
             counts: dict[str, int] = {
                 r["origin"]: r["n"]
                 for r in c.execute(
-                    "SELECT origin, COUNT(*) AS n FROM urls WHERE shard = ? AND cycle = ? GROUP BY origin",
-                    (shard, cycle),
+                    """SELECT origin, COUNT(*) AS n FROM urls WHERE shard = :shard AND cycle = :cycle
+                       GROUP BY origin""",
+                    {"shard": shard, "cycle": cycle},
                 )
             }
             due = c.execute(
                 # Robots-blocked URLs come back once their origin's policy is due for a refresh:
                 # the claim fetches robots.txt first and judges them against the new rules.
                 """SELECT seq, origin, state, priority, discovered_at, depth FROM urls
-                   WHERE shard = ? AND (cycle IS NULL OR cycle <> ?) AND (
+                   WHERE shard = :shard AND (cycle IS NULL OR cycle <> :cycle) AND (
                        state = 'discovered'
                        OR (state IN ('eligible', 'failed_retryable', 'fetched', 'quarantined')
-                           AND due_at <= ?)
+                           AND due_at <= :now)
                        OR (state = 'blocked' AND reason = 'robots_disallowed' AND origin IN
-                           (SELECT origin FROM origins WHERE robots_expires_at <= ?)))""",
-                (shard, cycle, now, now),
+                           (SELECT origin FROM origins WHERE robots_expires_at <= :now)))""",
+                {"shard": shard, "cycle": cycle, "now": now},
             ).fetchall()
             # aging: a URL left out of earlier cycles by the budget gains priority as it waits
             aging = self.default_policy.aging_per_hour
@@ -53,14 +54,15 @@ class FrontierStore(StoreCore):
                 for row in self._split_budget(due, counts)
             ]
             c.executemany(
-                """UPDATE urls SET cycle = ?, state = 'eligible', reason = ?,
+                """UPDATE urls SET cycle = :cycle, state = 'eligible', reason = :reason,
                    attempts = CASE WHEN state IN ('fetched', 'quarantined') THEN 0 ELSE attempts END
-                   WHERE seq = ?""",
-                [(cycle, reason, seq) for reason, seq in picked],
+                   WHERE seq = :seq""",
+                [{"cycle": cycle, "reason": reason, "seq": seq} for reason, seq in picked],
             )
             c.executemany(
-                "UPDATE origins SET admitted_cycle = ?, admitted_count = ? WHERE origin = ?",
-                [(cycle, n, o) for o, n in counts.items()],
+                """UPDATE origins SET admitted_cycle = :cycle, admitted_count = :n
+                   WHERE origin = :origin""",
+                [{"cycle": cycle, "n": n, "origin": o} for o, n in counts.items()],
             )
         return self.frontier_rows(cycle, shard)
 
@@ -84,8 +86,9 @@ class FrontierStore(StoreCore):
     def frontier_rows(self, cycle: str, shard: int) -> list[dict[str, Any]]:
         rows = self._select(
             """SELECT url, origin, depth, priority, state, reason, due_at, attempts
-               FROM urls WHERE shard = ? AND cycle = ? ORDER BY origin, priority DESC, seq""",
-            (shard, cycle),
+               FROM urls WHERE shard = :shard AND cycle = :cycle
+               ORDER BY origin, priority DESC, seq""",
+            {"shard": shard, "cycle": cycle},
         )
         return [dict(r) for r in rows]
 
@@ -93,18 +96,18 @@ class FrontierStore(StoreCore):
         """Give the open URLs of paused origins the reason they were not fetched."""
         with self._tx() as c:
             cur = c.execute(
-                f"""UPDATE urls SET reason = ? WHERE shard = ? AND cycle = ?
+                f"""UPDATE urls SET reason = :reason WHERE shard = :shard AND cycle = :cycle
                     AND state IN ('eligible', 'failed_retryable')
                     AND origin IN (SELECT o.origin FROM origins o WHERE EXISTS ({_PAUSED}))""",
-                (Reason.OPERATOR_PAUSED.value, shard, cycle),
+                {"reason": Reason.OPERATOR_PAUSED.value, "shard": shard, "cycle": cycle},
             )
             return int(cur.rowcount)
 
     def defer_remaining(self, cycle: str, shard: int, reason: str) -> int:
         with self._tx() as c:
             cur = c.execute(
-                """UPDATE urls SET reason = ? WHERE shard = ? AND cycle = ?
+                """UPDATE urls SET reason = :reason WHERE shard = :shard AND cycle = :cycle
                    AND state IN ('eligible', 'failed_retryable')""",
-                (reason, shard, cycle),
+                {"reason": reason, "shard": shard, "cycle": cycle},
             )
             return int(cur.rowcount)

@@ -2,14 +2,15 @@
 
 The contract is implemented once, by aggregate (core.py, selection.py, queue.py, commits.py,
 catalogue.py, origins.py, operator.py, reads.py); this class puts them together, opens the
-file and migrates it.
+file and migrates it (migrate.py: Alembic revisions, run once each).
 """
 
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
+
+import sqlalchemy as sa
 
 from ..errors import CoordinationError, StoreUnavailable
 from .base import (
@@ -17,18 +18,14 @@ from .base import (
     TrapCaps,
 )
 from .commits import CommitStore
-from .core import _domain_of, url_digest
+from .core import url_digest
+from .migrate import HEAD, engine_for, upgrade
 from .operator import OperatorStore
 from .queue import QueueStore
 from .reads import ReadStore
-from .schema import MIGRATIONS
 from .selection import FrontierStore
 
 __all__ = ["SqliteStore", "url_digest"]
-
-# The migration that fills fetch_records.committed_at once (the column came with 17; opens
-# before this one filled it on every open, a full-table update).
-_FILL_COMMITTED_AT = 21
 
 
 class SqliteStore(FrontierStore, QueueStore, CommitStore, OperatorStore, ReadStore):
@@ -55,34 +52,26 @@ class SqliteStore(FrontierStore, QueueStore, CommitStore, OperatorStore, ReadSto
                 "fix coordination_url or data_dir in the crawl config"
             ) from None
 
+    def _engine(self) -> sa.Engine:
+        return engine_for(self.url, self._busy_ms / 1000)
+
+    def _schema_head(self) -> str | None:
+        try:
+            row = self._select("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            return None
+        return str(row[0]) if row else None
+
     def _migrate(self) -> None:
+        # Opening a store at the newest revision costs one read: Alembic is not even imported.
+        if self._schema_head() != HEAD:
+            try:
+                upgrade(self._engine())
+            except sa.exc.DBAPIError as exc:
+                with self._unavailable_as_error():
+                    raise (exc.orig or exc) from None
         with self._tx() as c:
-            self._lock_migrations(c)
-            c.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)"
-            )
-            done = {r[0] for r in c.execute("SELECT version FROM schema_migrations")}
-            applied = set()
-            for version, statements in MIGRATIONS:
-                if version in done:
-                    continue
-                for stmt in statements:
-                    c.execute(self._ddl(stmt))
-                c.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
-                applied.add(version)
-            if _FILL_COMMITTED_AT in applied:
-                # once: records from before migration 17 count as committed now, so retention
-                # starts there (every record since carries its commit time)
-                c.execute("UPDATE fetch_records SET committed_at = ? WHERE committed_at IS NULL",
-                          (time.time(),))  # fmt: skip
-            # registrable domains are computed in Python (public suffix list), not in SQL
-            missing = c.execute("SELECT origin FROM origins WHERE registrable_domain IS NULL")
-            c.executemany(
-                "UPDATE origins SET registrable_domain = ? WHERE origin = ?",
-                [(_domain_of(r[0]), r[0]) for r in missing.fetchall()],
-            )
+            self._lock_migrations(c)  # openers of one store regroup its origins in turn
             self._regroup(c)
-            self._backfill_trap_keys(c)
-            self._backfill_trap_counts(c)
-            self._backfill_path_counts(c)
-            self._backfill_url_digests(c)

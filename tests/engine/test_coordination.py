@@ -25,7 +25,7 @@ from atlas_pipeline.coordination import (
     Wait,
     open_store,
 )
-from atlas_pipeline.coordination.schema import LATEST, MIGRATIONS
+from atlas_pipeline.coordination.migrate import LATEST, revision_numbers
 from atlas_pipeline.errors import CoordinationError, StoreUnavailable
 from atlas_pipeline.urls import origin_of
 
@@ -672,7 +672,7 @@ def test_migrations_are_recorded_once(tmp_path: Path) -> None:
     db = tmp_path / "coord.db"
     with sqlite3.connect(db) as conn:
         before = conn.execute("SELECT version, applied_at FROM schema_migrations").fetchall()
-    assert [v for v, _ in before] == [v for v, _ in MIGRATIONS]
+    assert [v for v, _ in before] == revision_numbers()
     reopened = make_store(tmp_path)
     assert isinstance(reopened, SqliteStore)
     assert reopened.schema_version() == LATEST
@@ -753,7 +753,7 @@ def test_postgres_migrations_are_recorded_once_and_data_survives_a_reopen(tmp_pa
     reopened = make_store(tmp_path)
     assert (
         versions
-        == [v for v, _ in MIGRATIONS]
+        == revision_numbers()
         == [r[0] for r in reopened._conn().execute("SELECT version FROM schema_migrations")]
     )
     assert reopened.schema_version() == LATEST
@@ -1198,7 +1198,9 @@ def test_aging_lets_a_long_queued_url_overtake_fresher_higher_priority_ones(
     assert [r["url"] for r in store.select_frontier("c1", SHARD, now)] == [new]
     assert isinstance(store, SqliteStore)
     with store._tx() as c:  # as if `old` had been discovered 50 hours ago
-        c.execute("UPDATE urls SET discovered_at = ? WHERE url = ?", (now - 50 * 3600, old))
+        c.execute(
+            "UPDATE urls SET discovered_at = :t WHERE url = :u", {"t": now - 50 * 3600, "u": old}
+        )
     assert [r["url"] for r in store.select_frontier("c2", SHARD, now)] == [old]
 
 
@@ -1435,18 +1437,35 @@ def test_trap_caps_bound_calendars_facets_and_numbered_urls(tmp_path: Path) -> N
 
 
 def test_trap_counters_of_an_older_catalogue_are_counted_on_upgrade(tmp_path: Path) -> None:
-    """A catalogue from before the counters (migration 14) gets them counted once on open, so
-    caps already reached stay reached."""
+    """A catalogue from before the counters (revision 0014) gets them counted once by that
+    revision, so caps already reached stay reached."""
+    import sqlalchemy as sa
+
     from atlas_pipeline.coordination import TrapCaps
+    from atlas_pipeline.coordination.migrate import engine_for, upgrade
+    from atlas_pipeline.coordination.sqlite import url_digest
+    from atlas_pipeline.traps import trap_keys
 
     caps = TrapCaps(query_variants=5, pattern_urls=8, calendar_urls=3)
     months = [f"https://news-a.example.test/calendar/2001/{m}" for m in range(1, 13)]
-    store = open_store(_backend_url["url"], OriginPolicy(0.0, 1), 10**6, caps)
-    assert store.discover([cand(u) for u in months[:3]], CYCLE) == ["admitted"] * 3
-    with store._tx() as c:  # as a pre-14 store looks: no counters, no mark
-        c.execute("DELETE FROM trap_counts")
-        c.execute("DELETE FROM store_settings WHERE key = 'trap_counts'")
-    store.close()
+    engine = engine_for(_backend_url["url"])
+    upgrade(engine, "0013")  # as a pre-14 store looks: trap keys as columns, no counters
+    origin = "https://news-a.example.test:443"
+    with engine.begin() as c:
+        c.execute(sa.text("""INSERT INTO origins (origin, shard, min_gap_s, max_in_flight,
+                                 registrable_domain, bucket, fair_class)
+                             VALUES (:o, 0, 0, 1, 'example.test', :o, 'example.test')"""),
+                  {"o": origin})  # fmt: skip
+        c.execute(
+            sa.text("""INSERT INTO urls (url, discovered_url, origin, shard, depth, priority,
+                           state, reason, cycle, discovered_at, trap_pattern, trap_query,
+                           url_hash)
+                       VALUES (:u, :u, :o, 0, 0, 1.0, 'eligible', 'admitted', :c, :t, :p, :q,
+                               :h)"""),
+            [{"u": u, "o": origin, "c": CYCLE, "t": T0, "p": trap_keys(u).pattern,
+              "q": trap_keys(u).query_key, "h": url_digest(u)} for u in months[:3]],
+        )  # fmt: skip
+    engine.dispose()
     reopened = open_store(_backend_url["url"], OriginPolicy(0.0, 1), 10**6, caps)
     assert set(reopened.discover([cand(u) for u in months[3:]], CYCLE)) == {"calendar_cap"}
     with reopened._tx() as c:
@@ -1523,7 +1542,7 @@ def test_urls_are_found_by_digest_and_confirmed_on_the_full_string(tmp_path: Pat
     a, b = "https://news-a.example.test/a", "https://news-a.example.test/b"
     assert store.discover([cand(a)], CYCLE) == ["admitted"]
     with store._tx() as c:
-        c.execute("UPDATE urls SET url_hash = ? WHERE url = ?", (url_digest(b), a))
+        c.execute("UPDATE urls SET url_hash = :h WHERE url = :u", {"h": url_digest(b), "u": a})
     assert store.discover([cand(b), cand(a)], CYCLE) == ["admitted", "already_known"]
     assert store.digest_collisions == 1
     rows = [r["url"] for r in store.url_rows(SHARD)]
@@ -1548,7 +1567,8 @@ def test_the_cycle_budget_is_split_between_revisits_and_discovery(
     store.discover([cand(u, priority=0.1) for u in fresh], None)
     with store._tx() as c:  # as after an earlier cycle fetched them, now due again
         c.executemany(
-            "UPDATE urls SET state = 'fetched', due_at = ? WHERE url = ?", [(T0, u) for u in old]
+            "UPDATE urls SET state = 'fetched', due_at = :t WHERE url = :u",
+            [{"t": T0, "u": u} for u in old],
         )
     rows = store.select_frontier("c2", SHARD, T0 + 1)
     got = (sum("/old-" in r["url"] for r in rows), sum("/new-" in r["url"] for r in rows))
@@ -1583,7 +1603,8 @@ def test_a_suppression_purges_the_store_and_blocks_at_once(tmp_path: Path) -> No
     with store._tx() as c:
         assert c.execute("SELECT COUNT(*) FROM stale_attempts").fetchone()[0] == 0
         assert (
-            c.execute("SELECT COUNT(*) FROM origins WHERE origin = ?", (DOCS,)).fetchone()[0] == 0
+            c.execute("SELECT COUNT(*) FROM origins WHERE origin = :o", {"o": DOCS}).fetchone()[0]
+            == 0
         )
     assert [e["action"] for e in store.operator_log()] == ["suppress", "purge_store"]
     with pytest.raises(CoordinationError, match="verified"):

@@ -113,8 +113,8 @@ def test_the_store_keeps_only_the_audited_suppression(opted_out: dict[str, Any])
     with store._tx() as c:
         for table, column in (("urls", "url"), ("fetch_records", "url"), ("fetch_records", "links"),
                               ("stale_attempts", "url"), ("origins", "origin")):  # fmt: skip
-            n = c.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} LIKE ?",
-                          (f"%{GONE}%",)).fetchone()[0]  # fmt: skip
+            n = c.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} LIKE :gone",
+                          {"gone": f"%{GONE}%"}).fetchone()[0]  # fmt: skip
             assert n == 0, (table, column, n)
     (supp,) = store.suppressions()
     assert supp["scope"] == "origin" and GONE in supp["value"] and supp["who"] == "ops-oncall"

@@ -1,0 +1,1 @@
+"""Alembic migrations of the coordination store (run by coordination/migrate.py)."""

@@ -1,0 +1,35 @@
+"""Alembic environment: migrations run on the connection migrate.py hands over, inside the
+transaction it holds (so the one-migrator lock covers them), and each applied revision is
+also logged in `schema_migrations` with its time, as the store's first migrations were."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import context
+from alembic.runtime.migration import MigrationContext, MigrationInfo
+
+from atlas_pipeline.coordination.tables import metadata
+
+
+def _log_applied(
+    ctx: MigrationContext, step: MigrationInfo, heads: Collection[Any], run_args: Mapping[str, Any]
+) -> None:
+    if step.is_upgrade:
+        assert ctx.connection is not None
+        ctx.connection.execute(
+            sa.text("INSERT INTO schema_migrations (version, applied_at) VALUES (:v, :at)"),
+            {
+                "v": int(str(step.up_revision_id)),
+                "at": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+            },
+        )
+
+
+connection = context.config.attributes["connection"]
+context.configure(connection=connection, target_metadata=metadata, on_version_apply=_log_applied)
+with context.begin_transaction():
+    context.run_migrations()

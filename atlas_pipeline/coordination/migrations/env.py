@@ -29,7 +29,16 @@ def _log_applied(
         )
 
 
-connection = context.config.attributes["connection"]
-context.configure(connection=connection, target_metadata=metadata, on_version_apply=_log_applied)
-with context.begin_transaction():
-    context.run_migrations()
+def run() -> None:
+    connection = context.config.attributes["connection"]
+    context.configure(
+        connection=connection, target_metadata=metadata, on_version_apply=_log_applied
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+# Alembic runs this file inside its migration environment (which gives `context` its config);
+# anything else importing it, such as a walk over the package's modules, only defines `run`.
+if hasattr(context, "config"):
+    run()

@@ -5,11 +5,16 @@ slot released -> body put (idempotent) -> parse in a worker process -> fenced co
 stores the fetch record, the document and the parse manifest (links) in one transaction.
 The lake is written from those committed records afterwards, so a crash loses nothing.
 
-Fetch tasks never wait on the store: the batch loop is its only caller on the hot path. Each
-turn it group-commits the spooled results, pushes origin clocks, and claims as many URLs as
-there is room for while giving back finished slots in the same transaction. When the store is
-unreachable the loop stops claiming, keeps the spool (bounded: nothing new is leased) and
-retries with backoff; past `limits.store_outage_s` the batch fails with a clear error.
+The event loop never waits on the store or a disk. Every store call runs on one store thread
+of the batch (`_off`: its own connection, calls in submission order, so a clock pushed when a
+request left is in before any later claim), body-store reads and writes on a small pool of
+their own (`_blob`); the loop only awaits them. Each turn the loop group-commits the spooled
+results, pushes origin clocks, and claims as many URLs as there is room for while giving
+back finished slots in the same transaction. When the store is unreachable the loop stops
+claiming, keeps the spool (bounded: nothing new is leased) and retries with backoff; past
+`limits.store_outage_s` the batch fails with a clear error. tests/engine/test_loop_never_blocks
+checks both: a store whose every call sleeps stalls no loop callback, and no store, body or
+lake call in this module is made except through `_off` / `_blob`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -176,7 +182,7 @@ class FetchBatch:
                                       r.jitter, r.max_growth, r.history)  # fmt: skip
         self._classes = {name: FreshnessClass(name, t.min_priority, t.target_s)
                          for name, t in cfg.freshness.classes.items()}  # fmt: skip
-        self._overrides = store.policy_overrides()  # operator revisit bounds, read per batch
+        self._overrides: list[dict[str, Any]] = []  # operator revisit bounds, read per batch
         self._revisit_by_origin: dict[str, RevisitPolicy] = {}
         self._policies: dict[str, RobotsPolicy] = {}
         self._pending_text: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -192,17 +198,43 @@ class FetchBatch:
         self._pushes: dict[str, tuple[float, float]] = {}
         self._wake = asyncio.Event()
         self._last_sweep = 0.0
+        self._db: ThreadPoolExecutor | None = None  # the store thread (run() starts it)
+        self._io: ThreadPoolExecutor | None = None  # body-store reads and writes
+        self._background: set[asyncio.Task[None]] = set()  # clock pushes from trace callbacks
 
     async def run(self) -> BatchStats:
-        async with make_session(self.cfg, self.gate, self._on_sent) as session:
-            self.session = session
-            await self._loop()
+        self._db = ThreadPoolExecutor(1, thread_name_prefix=f"atlas-store-{self.shard}")
+        self._io = ThreadPoolExecutor(
+            d.BODY_THREADS, thread_name_prefix=f"atlas-bodies-{self.shard}"
+        )
         try:
-            self.stats.paused = self.store.mark_paused(self.cycle, self.shard)
-        except StoreUnavailable as exc:
-            log.warning("could not label the URLs of paused origins: %s", exc)
+            self._overrides = await self._durably(self.store.policy_overrides)
+            async with make_session(self.cfg, self.gate, self._on_sent) as session:
+                self.session = session
+                await self._loop()
+                if self._background:
+                    await asyncio.gather(*self._background)
+            try:
+                self.stats.paused = await self._off(self.store.mark_paused, self.cycle, self.shard)
+            except StoreUnavailable as exc:
+                log.warning("could not label the URLs of paused origins: %s", exc)
+        finally:
+            with contextlib.suppress(Exception):
+                await self._off(self.store.close)  # the store thread's own connection
+            self._db.shutdown(wait=True)
+            self._io.shutdown(wait=True)
         self.stats.finished_at = self.clock()
         return self.stats
+
+    async def _off(self, call: Callable[..., T], *args: Any) -> T:
+        """A store call, on the store thread; the loop goes on while it runs."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._db, functools.partial(call, *args))
+
+    async def _blob(self, call: Callable[..., T], *args: Any) -> T:
+        """A body-store read or write (a disk or an object store), off the loop."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._io, functools.partial(call, *args))
 
     async def _loop(self) -> None:
         tasks: set[asyncio.Task[None]] = set()
@@ -214,7 +246,7 @@ class FetchBatch:
             if self._on_progress is not None and now >= self._progress_at:
                 self._progress_at = now + self._progress_every_s
                 self._on_progress(self.stats)
-            if not self._flush(now):
+            if not await self._flush(now):
                 await self._sleep(min(self.outage.retry_at - now, MAX_SLEEP_S))
                 continue
             room = min(
@@ -222,10 +254,10 @@ class FetchBatch:
                 self._parse_backlog - self._parsing,
             )
             if room <= 0:
-                self._give_back_slots()
+                await self._give_back_slots()
                 await self._sleep(MAX_SLEEP_S)
                 continue
-            claim = self._claim(now, room)
+            claim = await self._claim(now, room)
             if claim is None:
                 continue
             if isinstance(claim, list):
@@ -236,9 +268,10 @@ class FetchBatch:
                 return
             idle = claim.until - now if isinstance(claim, Wait) else 0.0
             if isinstance(claim, Wait) and not tasks and idle > self.cfg.limits.batch_max_idle_s:
-                self.stats.deferred = self.store.defer_remaining(
-                    self.cycle, self.shard, Reason.DEFERRED_BACKOFF.value
-                )
+                self.stats.deferred = await self._off(
+                    self.store.defer_remaining, self.cycle, self.shard,
+                    Reason.DEFERRED_BACKOFF.value,
+                )  # fmt: skip
                 return
             await self._sleep(min(max(idle, 0.0), MAX_SLEEP_S) if idle else MAX_SLEEP_S)
 
@@ -261,51 +294,61 @@ class FetchBatch:
             await asyncio.wait_for(self._wake.wait(), timeout)
 
     # the store pump ------------------------------------------------------------------
-    def _flush(self, now: float) -> bool:
+    async def _flush(self, now: float) -> bool:
         """Push origin clocks, commit the spool, sweep when due; False while the store is
-        unreachable (everything owed is kept for the next attempt)."""
+        unreachable (everything owed is kept for the next attempt). Tasks go on adding to
+        the spool and the pushes while a call is out: each call takes what is owed first and
+        puts back what it could not deliver."""
         if now < self.outage.retry_at:
             return False
+        pushes: dict[str, tuple[float, float]] = {}
+        spool: list[tuple[Lease, Outcome, asyncio.Future[bool]]] = []
         try:
             if self._pushes:
-                pushes = [(o, t, b) for o, (t, b) in self._pushes.items()]
-                self.store.push_origin_clocks(pushes)
-                self._pushes.clear()
+                pushes, self._pushes = self._pushes, {}
+                await self._off(self.store.push_origin_clocks,
+                                [(o, t, b) for o, (t, b) in pushes.items()])  # fmt: skip
+                pushes = {}
             if self._spool:
-                spool = self._spool
-                applied = self.store.commit_batch([(x, o) for x, o, _ in spool], self.cycle,
-                                                  self.clock())  # fmt: skip
-                self._spool = []
+                spool, self._spool = self._spool, []
+                applied = await self._off(self.store.commit_batch, [(x, o) for x, o, _ in spool],
+                                          self.cycle, self.clock())  # fmt: skip
                 for (_, _, fut), ok in zip(spool, applied, strict=True):
                     if not fut.done():
                         fut.set_result(ok)
+                spool = []
                 failpoints.hit("after_commit")
             if now - self._last_sweep >= SWEEP_EVERY_S:
-                self.store.sweep(now)
+                await self._off(self.store.sweep, now)
                 self._last_sweep = now
         except StoreUnavailable as exc:
+            for origin, (t, b) in pushes.items():
+                self._push_clock(origin, t, b)
+            self._spool = spool + self._spool
             self.stats.max_held = max(self.stats.max_held, len(self._spool))
             self.outage.failed(exc)
             return False
         self.outage.ok()
         return True
 
-    def _claim(self, now: float, room: int) -> list[Lease | RobotsTask] | Wait | Drained | None:
+    async def _claim(
+        self, now: float, room: int
+    ) -> list[Lease | RobotsTask] | Wait | Drained | None:
         finished, self._finished = self._finished, []
         try:
-            return self.store.claim_batch(self.cycle, self.shard, now, self.cfg.robots_token,
-                                          self.cfg.lease_s, room, finished)  # fmt: skip
+            return await self._off(self.store.claim_batch, self.cycle, self.shard, now,
+                                   self.cfg.robots_token, self.cfg.lease_s, room, finished)  # fmt: skip
         except StoreUnavailable as exc:
             self._finished = finished + self._finished
             self.outage.failed(exc)
             return None
 
-    def _give_back_slots(self) -> None:
+    async def _give_back_slots(self) -> None:
         if not self._finished:
             return
         finished, self._finished = self._finished, []
         try:
-            self.store.release_slots(finished)
+            await self._off(self.store.release_slots, finished)
         except StoreUnavailable as exc:
             self._finished = finished + self._finished
             self.outage.failed(exc)
@@ -323,11 +366,11 @@ class FetchBatch:
         self._wake.set()
         return await fut
 
-    async def _durably(self, call: Callable[[], T]) -> T:
+    async def _durably(self, call: Callable[..., T], *args: Any) -> T:
         """A store call a task cannot do without (robots): retried through an outage."""
         while True:
             try:
-                result = call()
+                result = await self._off(call, *args)
             except StoreUnavailable as exc:
                 await asyncio.sleep(self.outage.failed(exc))
                 continue
@@ -362,15 +405,20 @@ class FetchBatch:
         # it, at once, so no other run claims that slot in the meantime.
         sent = self.clock()
         if claim.gap_s > 0 and sent - claim.claimed_at > d.START_SLACK_S:
-            self._push_now(claim.origin, next_eligible_at=sent + claim.gap_s)
+            task = asyncio.create_task(self._push_now(claim.origin, sent + claim.gap_s))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            task.add_done_callback(self._note_failure)
 
-    def _push_now(
+    async def _push_now(
         self, origin: str, next_eligible_at: float = 0.0, backoff_until: float = 0.0
     ) -> None:
-        """Move an origin's clock at once (other runs must see it before their next claim);
-        queued for the store pump if the store is unreachable."""
+        """Move an origin's clock at once (other runs must see it before their next claim:
+        the store thread runs it before any claim submitted after it); queued for the store
+        pump if the store is unreachable."""
         try:
-            self.store.push_origin_clocks([(origin, next_eligible_at, backoff_until)])
+            await self._off(self.store.push_origin_clocks,
+                            [(origin, next_eligible_at, backoff_until)])  # fmt: skip
         except StoreUnavailable:
             self._push_clock(origin, next_eligible_at, backoff_until)
 
@@ -393,7 +441,8 @@ class FetchBatch:
             # A slow response or a long parse queue: keep the URL rather than let the sweeper
             # hand it to another worker (one extension, with this fence; else commit as is).
             try:
-                lease = self.store.extend_lease(lease, now, self.cfg.lease_s) or lease
+                extended = await self._off(self.store.extend_lease, lease, now, self.cfg.lease_s)
+                lease = extended or lease
             except StoreUnavailable as exc:
                 self.outage.failed(exc)  # the commit will tell whether the lease held
         self._parsing += 1
@@ -466,7 +515,7 @@ class FetchBatch:
             if wait is None and status == 429:
                 wait = backoff_s(lease.attempts, self.cfg.limits.retry_backoff_s, 3600.0, self.rng)
             if wait is not None:
-                self._push_now(lease.origin, backoff_until=now + min(wait, MAX_RETRY_AFTER_S))
+                await self._push_now(lease.origin, backoff_until=now + min(wait, MAX_RETRY_AFTER_S))
             reason = (
                 Reason.HTTP_THROTTLED.value if status == 429 else Reason.HTTP_SERVER_ERROR.value
             )
@@ -533,7 +582,7 @@ class FetchBatch:
 
     async def _extract(self, key: str, lease: Lease, resp: Response) -> dict[str, Any]:
         """Links for this URL always; text only if these bytes were never extracted before."""
-        cached = self.bodies.get_extraction(key, d.EXTRACTION_VERSION)
+        cached = await self._blob(self.bodies.get_extraction, key, d.EXTRACTION_VERSION)
         pending = self._pending_text.get(key)
         mine: asyncio.Future[dict[str, Any]] | None = None
         if cached is None and pending is None:
@@ -544,7 +593,8 @@ class FetchBatch:
                                    meta_names(self.cfg.robots_token))  # fmt: skip
             parsed = await asyncio.wrap_future(fut)
             if mine is not None:
-                self.bodies.put_extraction(key, d.EXTRACTION_VERSION, parsed["extraction"])
+                await self._blob(self.bodies.put_extraction, key, d.EXTRACTION_VERSION,
+                                 parsed["extraction"])  # fmt: skip
                 mine.set_result(parsed["extraction"])
                 self.stats.extracted += 1
             else:
@@ -564,7 +614,7 @@ class FetchBatch:
                 self._pending_text.pop(key, None)
 
     async def _parsed(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
-        key = self.bodies.put(resp.body)
+        key = await self._blob(self.bodies.put, resp.body)
         now = self.clock()
         token = self.cfg.robots_token
         said = header_directives(header_values(resp.headers.get(HEADER)), token)
@@ -754,11 +804,11 @@ class FetchBatch:
         sitemaps = policy.sitemaps() if self.cfg.discovery.robots_sitemaps else []
         announced = self.guard.announced_sitemaps(sitemaps, url)
         if announced:
-            await self._durably(lambda: self.store.discover(announced, self.cycle))
+            await self._durably(self.store.discover, announced, self.cycle)
 
     async def _last_good_copy(self, origin: str, now: float) -> tuple[RobotsStatus, str]:
-        prev = await self._durably(lambda: self.store.robots(origin))
-        good_at = await self._durably(lambda: self.store.robots_good_at(origin))
+        prev = await self._durably(self.store.robots, origin)
+        good_at = await self._durably(self.store.robots_good_at, origin)
         fresh_enough = good_at is not None and now - good_at <= self.cfg.robots.stale_grace_s
         if prev and prev.status == RobotsStatus.PARSED.value and fresh_enough:
             return RobotsStatus.PARSED, prev.text
@@ -803,7 +853,7 @@ class FetchBatch:
         shard = shard_of(target, self.cfg.shards)
         while True:
             now = self.clock()
-            at = await self._durably(functools.partial(self.store.reserve_hop, target, shard, now))
+            at = await self._durably(self.store.reserve_hop, target, shard, now)
             if at <= now:
                 return True
             if at > deadline:

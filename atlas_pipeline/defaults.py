@@ -72,6 +72,7 @@ CYCLE_CRON = "0 */6 * * *"  # the crawl schedule's cadence: a new cycle every si
 # Extraction
 EXTRACTION_VERSION = "trafilatura-2.3.1/v1"
 PARSE_BACKLOG_PER_WORKER = 4  # queued parse jobs per pool worker before fetching pauses
+BODY_THREADS = 4  # threads per batch for body-store reads and writes (disk or object store)
 
 # URL identity
 TRACKING_PARAMS = (

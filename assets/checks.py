@@ -9,6 +9,7 @@ import dagster as dg
 import polars as pl
 from dagster._utils.warnings import PreviewWarning
 
+from atlas_pipeline.reasons import Reason
 from atlas_pipeline.robots import RobotsPolicy, RobotsStatus
 from atlas_pipeline.urls import shard_key
 from resources.config import AtlasCrawl
@@ -25,7 +26,9 @@ _EPSILON_S = 1e-3
 def politeness_violations(
     fetches: pl.DataFrame, min_gap_s: float, max_in_flight: int
 ) -> pl.DataFrame:
-    """Per origin: the smallest gap between request starts and the most requests at once."""
+    """Per origin: the smallest gap between request starts and the most requests at once
+    (a URL given back at the send gate, never sent, is no request)."""
+    fetches = fetches.filter(pl.col("reason") != Reason.DEFERRED_BACKOFF.value)
     rows: list[dict[str, Any]] = []
     for (origin,), group in fetches.sort("started_at").group_by("origin", maintain_order=True):
         starts = [t.timestamp() for t in group["started_at"].to_list()]

@@ -27,7 +27,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -51,7 +51,7 @@ from .egress import DnsCachePolicy, EgressGate
 from .errors import CoordinationError, StaleAttempt, StoreUnavailable
 from .fetcher import HTML_TYPES, Response, fetch, make_session
 from .parsing import ExtractorPool, ParserFailure
-from .politeness import backoff_s, origin_gap, parse_retry_after
+from .politeness import backoff_s, origin_gap, parse_retry_after, send_delay
 from .reasons import Reason
 from .recrawl import (
     FreshnessClass,
@@ -201,8 +201,30 @@ class FetchBatch:
         self._db: ThreadPoolExecutor | None = None  # the store thread (run() starts it)
         self._io: ThreadPoolExecutor | None = None  # body-store reads and writes
         self._background: set[asyncio.Task[None]] = set()  # clock pushes from trace callbacks
+        # The send gate (politeness.send_delay): what this batch knows of each origin's last
+        # send and of backoffs learnt after claims; one request per gapped origin at a time
+        # between passing the gate and its headers leaving.
+        self._sent: dict[str, float] = {}
+        self._backoffs: dict[str, float] = {}
+        self._send_locks: dict[str, asyncio.Lock] = {}
+        self._holding: dict[str, asyncio.Lock] = {}  # lease id -> the send lock it holds
+        self._hops: list[_Hop] = []  # robots redirect hops waiting for another origin's slot
 
     async def run(self) -> BatchStats:
+        async with self.running():
+            await self._loop()
+            if self._background:
+                await asyncio.gather(*self._background)
+            try:
+                self.stats.paused = await self._off(self.store.mark_paused, self.cycle, self.shard)
+            except StoreUnavailable as exc:
+                log.warning("could not label the URLs of paused origins: %s", exc)
+        self.stats.finished_at = self.clock()
+        return self.stats
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """What a batch runs with: its store thread, its body pool and its HTTP session."""
         self._db = ThreadPoolExecutor(1, thread_name_prefix=f"atlas-store-{self.shard}")
         self._io = ThreadPoolExecutor(
             d.BODY_THREADS, thread_name_prefix=f"atlas-bodies-{self.shard}"
@@ -211,20 +233,12 @@ class FetchBatch:
             self._overrides = await self._durably(self.store.policy_overrides)
             async with make_session(self.cfg, self.gate, self._on_sent) as session:
                 self.session = session
-                await self._loop()
-                if self._background:
-                    await asyncio.gather(*self._background)
-            try:
-                self.stats.paused = await self._off(self.store.mark_paused, self.cycle, self.shard)
-            except StoreUnavailable as exc:
-                log.warning("could not label the URLs of paused origins: %s", exc)
+                yield
         finally:
             with contextlib.suppress(Exception):
                 await self._off(self.store.close)  # the store thread's own connection
             self._db.shutdown(wait=True)
             self._io.shutdown(wait=True)
-        self.stats.finished_at = self.clock()
-        return self.stats
 
     async def _off(self, call: Callable[..., T], *args: Any) -> T:
         """A store call, on the store thread; the loop goes on while it runs."""
@@ -249,13 +263,15 @@ class FetchBatch:
             if not await self._flush(now):
                 await self._sleep(min(self.outage.retry_at - now, MAX_SLEEP_S))
                 continue
+            # before this turn's claim: a hop was claimed, with its robots task, earlier
+            next_hop = await self._reserve_hops(now) if self._hops else float("inf")
             room = min(
                 self.cfg.politeness.global_concurrency - self._net_active,
                 self._parse_backlog - self._parsing,
             )
             if room <= 0:
                 await self._give_back_slots()
-                await self._sleep(MAX_SLEEP_S)
+                await self._sleep(min(MAX_SLEEP_S, max(next_hop - now, 0.0)))
                 continue
             claim = await self._claim(now, room)
             if claim is None:
@@ -273,6 +289,8 @@ class FetchBatch:
                     Reason.DEFERRED_BACKOFF.value,
                 )  # fmt: skip
                 return
+            if next_hop - now < (idle or MAX_SLEEP_S):
+                idle = next_hop - now  # a hop falls due first: be there for it
             await self._sleep(min(max(idle, 0.0), MAX_SLEEP_S) if idle else MAX_SLEEP_S)
 
     def _start(self, tasks: set[asyncio.Task[None]], claim: Lease | RobotsTask) -> None:
@@ -343,6 +361,25 @@ class FetchBatch:
             self.outage.failed(exc)
             return None
 
+    async def _reserve_hops(self, now: float) -> float:
+        """Take the slots of robots redirect hops that are due; the soonest time another one
+        falls due (inf when none waits)."""
+        soonest = float("inf")
+        for hop in list(self._hops):
+            if hop.not_before <= now:
+                try:
+                    at = await self._off(self.store.reserve_hop, hop.origin, hop.shard, now)
+                except StoreUnavailable as exc:
+                    self.outage.failed(exc)
+                    return now + MAX_SLEEP_S
+                if at <= now or at > hop.deadline:
+                    self._hops.remove(hop)
+                    hop.taken.set_result(at <= now)
+                    continue
+                hop.not_before = at
+            soonest = min(soonest, hop.not_before)
+        return soonest
+
     async def _give_back_slots(self) -> None:
         if not self._finished:
             return
@@ -404,6 +441,8 @@ class FetchBatch:
         # its claim (a busy event loop, a slow store call), the origin's next slot moves with
         # it, at once, so no other run claims that slot in the meantime.
         sent = self.clock()
+        self._sent[claim.origin] = max(self._sent.get(claim.origin, sent), sent)
+        self._release_send(claim.lease_id)
         if claim.gap_s > 0 and sent - claim.claimed_at > d.START_SLACK_S:
             task = asyncio.create_task(self._push_now(claim.origin, sent + claim.gap_s))
             self._background.add(task)
@@ -422,17 +461,58 @@ class FetchBatch:
         except StoreUnavailable:
             self._push_clock(origin, next_eligible_at, backoff_until)
 
+    async def _clear_to_send(self, lease: Lease) -> bool:
+        """Wait until the request may leave (politeness.send_delay); False when the wait
+        would outlast the lease (a long Retry-After learnt after the claim)."""
+        if lease.gap_s > 0:
+            lock = self._send_locks.setdefault(lease.origin, asyncio.Lock())
+            await lock.acquire()
+            self._holding[lease.lease_id] = lock
+        while True:
+            now = self.clock()
+            wait = send_delay(now, self._sent.get(lease.origin), lease.gap_s,
+                              self._backoffs.get(lease.origin, 0.0))  # fmt: skip
+            if wait <= 0:
+                return True
+            if now + wait > lease.expires_at - d.SEND_MARGIN_S:
+                return False
+            await asyncio.sleep(wait)
+
+    def _release_send(self, lease_id: str) -> None:
+        lock = self._holding.pop(lease_id, None)
+        if lock is not None:
+            lock.release()
+
+    def _not_sent(self, lease: Lease) -> Outcome:
+        """The URL goes back untried, due when the origin's backoff ends."""
+        now = self.clock()
+        resp = Response(url=lease.url, status=None, started_at=now)
+        resp.detail = "not sent: a backoff learnt after the claim outlasts the lease"
+        reason = Reason.DEFERRED_BACKOFF.value
+        until = max(self._backoffs.get(lease.origin, 0.0), now)
+        return Outcome(UrlState.FAILED_RETRYABLE, reason, until,
+                       record=self._record(lease, resp, reason))  # fmt: skip
+
     async def _fetch_url(self, lease: Lease) -> None:
+        resp: Response | None = None
         try:
-            resp = await fetch(
-                self.session, self.gate, lease.url, self._request_headers(lease),
-                self._body_cap(lease), trace_ctx=lease,
-                max_header_bytes=self.cfg.limits.max_header_bytes, sniff=lease.kind == "page",
-            )  # fmt: skip
+            if await self._clear_to_send(lease):
+                failpoints.hit("before_send")
+                resp = await fetch(
+                    self.session, self.gate, lease.url, self._request_headers(lease),
+                    self._body_cap(lease), trace_ctx=lease,
+                    max_header_bytes=self.cfg.limits.max_header_bytes,
+                    sniff=lease.kind == "page",
+                )  # fmt: skip
         finally:
+            self._release_send(lease.lease_id)  # a request that never left frees the gate
             self._net_active -= 1
             self._finished.append((lease.url, lease.fence))
             self._wake.set()
+        if resp is None:
+            if await self._commit(lease, self._not_sent(lease)):
+                self.stats.outcomes[Reason.DEFERRED_BACKOFF.value] += 1
+            return
         failpoints.hit("after_response")
         self.stats.requests += 1
         self.stats.bytes += len(resp.body)
@@ -515,7 +595,9 @@ class FetchBatch:
             if wait is None and status == 429:
                 wait = backoff_s(lease.attempts, self.cfg.limits.retry_backoff_s, 3600.0, self.rng)
             if wait is not None:
-                await self._push_now(lease.origin, backoff_until=now + min(wait, MAX_RETRY_AFTER_S))
+                until = now + min(wait, MAX_RETRY_AFTER_S)
+                self._backoffs[lease.origin] = max(self._backoffs.get(lease.origin, 0.0), until)
+                await self._push_now(lease.origin, backoff_until=until)
             reason = (
                 Reason.HTTP_THROTTLED.value if status == 429 else Reason.HTTP_SERVER_ERROR.value
             )
@@ -849,16 +931,25 @@ class FetchBatch:
         if target == task.origin:
             await asyncio.sleep(task.gap_s)
             return True
-        deadline = self.clock() + self.cfg.limits.total_timeout_s
-        shard = shard_of(target, self.cfg.shards)
-        while True:
-            now = self.clock()
-            at = await self._durably(self.store.reserve_hop, target, shard, now)
-            if at <= now:
-                return True
-            if at > deadline:
-                return False
-            await asyncio.sleep(at - now)
+        # The loop takes the slot for the hop, in the turn it falls due and before that turn's
+        # claim: the hop was claimed, with its robots task, before anything the claim takes.
+        hop = _Hop(target, shard_of(target, self.cfg.shards),
+                   self.clock() + self.cfg.limits.total_timeout_s,
+                   asyncio.get_running_loop().create_future())  # fmt: skip
+        self._hops.append(hop)
+        self._wake.set()
+        return await hop.taken
+
+
+@dataclass
+class _Hop:
+    """A robots redirect hop into another origin, waiting for the loop to take its slot."""
+
+    origin: str
+    shard: int
+    deadline: float
+    taken: asyncio.Future[bool]
+    not_before: float = 0.0
 
 
 def _origin_base(origin: str) -> str:

@@ -3,16 +3,20 @@
     ATLAS_FAILPOINTS="after_response=5:kill"    SIGKILL this process (its group if it leads
                                                 one) at the 5th time the point is reached
     ATLAS_FAILPOINTS="after_claim=3:raise"      raise InjectedFault there instead
+    ATLAS_FAILPOINTS="before_send=3:stall"      block the calling thread (the event loop)
+                                                for STALL_S at every 3rd time instead
     ATLAS_FAILPOINTS_DIR=/some/dir              fire each point once per directory, across
                                                 processes and retries (a marker file per point)
 
-Points: after_claim, after_response, after_commit, before_lake_write, mid_delta_write.
+Points: after_claim, before_send, after_response, after_commit, before_lake_write,
+mid_delta_write.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -21,8 +25,19 @@ from .errors import AtlasError
 ENV = "ATLAS_FAILPOINTS"
 DIR_ENV = "ATLAS_FAILPOINTS_DIR"
 POINTS = frozenset(
-    {"after_claim", "after_response", "after_commit", "before_lake_write", "mid_delta_write"}
+    {
+        "after_claim",
+        "before_send",
+        "after_response",
+        "after_commit",
+        "before_lake_write",
+        "mid_delta_write",
+    }
 )
+
+
+ACTIONS = frozenset({"kill", "raise", "stall"})
+STALL_S = 0.5  # how long a `stall` blocks: a loop busy with a slow callback, as in the field
 
 
 class InjectedFault(AtlasError):
@@ -34,8 +49,8 @@ def _parse(spec: str) -> dict[str, tuple[int, str]]:
     for item in filter(None, (p.strip() for p in spec.split(","))):
         name, _, rest = item.partition("=")
         count, _, action = rest.partition(":")
-        if name not in POINTS or action not in {"kill", "raise"} or not count.isdigit():
-            raise AtlasError(f"{ENV}: bad entry {item!r}; write <point>=<n>:kill|raise, "
+        if name not in POINTS or action not in ACTIONS or not count.isdigit() or count == "0":
+            raise AtlasError(f"{ENV}: bad entry {item!r}; write <point>=<n>:kill|raise|stall, "
                              f"points: {', '.join(sorted(POINTS))}")  # fmt: skip
         out[name] = (int(count), action)
     return out
@@ -51,6 +66,10 @@ def hit(name: str) -> None:
         return
     _hits[name] += 1
     count, action = _SPECS[name]
+    if action == "stall":
+        if _hits[name] % count == 0:
+            time.sleep(STALL_S)
+        return
     if _hits[name] != count or not _first_time(name):
         return
     if action == "raise":

@@ -22,6 +22,17 @@ def origin_gap(min_gap_s: float, crawl_delay_s: float | None, cap_s: float) -> f
     return max(min_gap_s, min(crawl_delay_s, cap_s))
 
 
+def send_delay(now: float, last_sent: float | None, gap_s: float, backoff_until: float) -> float:
+    """Seconds a claimed request must still wait before its bytes may leave.
+
+    The gap is a promise about what the origin sees, so it runs from the previous request's
+    actual send (`last_sent`), not from the claims: a request that left late holds the next
+    one back by as much. A backoff learnt after the claim (a 429 or 503 with Retry-After
+    that answered another request in flight) is waited out too. A gap of 0 spaces nothing."""
+    after_gap = last_sent + gap_s if gap_s > 0 and last_sent is not None else now
+    return max(0.0, after_gap - now, backoff_until - now)
+
+
 def parse_retry_after(value: str | None, now: float) -> float | None:
     """Retry-After as seconds from now: delta-seconds or an HTTP date; None if absent or bad."""
     if not value:

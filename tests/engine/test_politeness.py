@@ -29,6 +29,7 @@ from atlas_pipeline.politeness import (
     over_quota,
     overloaded,
     parse_retry_after,
+    send_delay,
     waiting_classes,
 )
 
@@ -37,6 +38,26 @@ NOW = 1_700_000_000.0
 
 def http_date(ts: float) -> str:
     return format_datetime(datetime.fromtimestamp(ts, UTC), usegmt=True)
+
+
+@pytest.mark.parametrize(
+    ("now", "last_sent", "gap", "backoff_until", "expected", "why"),
+    [
+        (10.0, None, 1.0, 0.0, 0.0, "nothing sent yet in this batch: the claim's clock decides"),
+        (10.0, 9.0, 1.0, 0.0, 0.0, "the gap has run since the last send"),
+        (10.0, 9.5, 1.0, 0.0, 0.5, "the last request left late: this one waits the rest"),
+        (10.0, 10.0, 1.0, 0.0, 1.0, "the last request just left"),
+        (10.0, 9.99, 0.0, 0.0, 0.0, "gap 0: only the in-flight cap spaces requests"),
+        (10.0, 9.0, 1.0, 15.0, 5.0, "a Retry-After learnt after the claim is waited out"),
+        (10.0, 9.9, 1.0, 10.5, 0.9, "the longer of gap and backoff"),
+        (10.0, None, 0.0, 9.0, 0.0, "a backoff that ended"),
+        (10.0, 11.0, 1.0, 0.0, 2.0, "a send recorded ahead (clock skew guard): still spaced"),
+    ],
+)
+def test_send_delay(
+    now: float, last_sent: float | None, gap: float, backoff_until: float, expected: float, why: str
+) -> None:
+    assert send_delay(now, last_sent, gap, backoff_until) == pytest.approx(expected), why
 
 
 @pytest.mark.parametrize(

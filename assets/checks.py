@@ -28,7 +28,8 @@ def politeness_violations(
 ) -> pl.DataFrame:
     """Per origin: the smallest gap between request starts and the most requests at once
     (a URL given back at the send gate, never sent, is no request)."""
-    fetches = fetches.filter(pl.col("reason") != Reason.DEFERRED_BACKOFF.value)
+    if "reason" in fetches.columns:
+        fetches = fetches.filter(pl.col("reason") != Reason.DEFERRED_BACKOFF.value)
     rows: list[dict[str, Any]] = []
     for (origin,), group in fetches.sort("started_at").group_by("origin", maintain_order=True):
         starts = [t.timestamp() for t in group["started_at"].to_list()]

@@ -85,6 +85,8 @@ EXPLANATIONS: dict[str, str] = {
     "document is stored but not indexed, and an earlier indexed copy is deleted",
     Reason.PATH_VARIANT_CAP: "the path already has scope.max_path_variants worded query "
     "strings, whatever their keys (filters combined in any order)",
+    Reason.DEFERRED_BACKOFF: "its origin was backing off (a Retry-After, or errors) longer "
+    "than the batch could wait, so the URL was left for a later batch, untried",
     Reason.TRAP_NO_NOVELTY: "the last scope.novelty_window fetched query variants of this "
     "path found no new URL and no new text, so its variants are no longer admitted",
 }

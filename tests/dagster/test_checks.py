@@ -37,3 +37,13 @@ def test_overlapping_requests_beyond_the_cap_fail() -> None:
     report = politeness_violations(df, min_gap_s=1.0, max_in_flight=2)
     assert report["peak_in_flight"].item() == 3 and not report["ok"].item()
     assert politeness_violations(df, min_gap_s=1.0, max_in_flight=3)["ok"].item()
+
+
+def test_a_url_given_back_untried_at_the_send_gate_is_no_request() -> None:
+    df = fetches([("a", 0.0, 0.1), ("a", 0.2, 0.0), ("a", 1.0, 0.1)]).with_columns(
+        reason=pl.Series(["fetched", "deferred_origin_backoff", "fetched"])
+    )
+    report = politeness_violations(df, min_gap_s=1.0, max_in_flight=1)
+    assert report.select("requests", "min_gap_s", "ok").row(0) == (2, 1.0, True)
+    sent = df.with_columns(reason=pl.lit("fetched"))  # the same row as a request: a violation
+    assert not politeness_violations(sent, min_gap_s=1.0, max_in_flight=1)["ok"].item()

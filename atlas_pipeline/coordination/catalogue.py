@@ -245,20 +245,19 @@ class CatalogueStore(OriginStore):
         return {u for u, _ in found if u in wanted}
 
     def _insert_urls(self, c: Conn, rows: list[tuple[Any, ...]]) -> set[str]:
-        """Insert-if-absent; the URLs this statement actually inserted."""
+        """Insert-if-absent; the URLs this statement actually inserted.
+
+        SQLite only (PostgresStore inserts through arrays), and the one statement written
+        with positional parameters: sqlite3 binds a named parameter by building its name and
+        looking it up, which for 18 columns x 200 rows cost four times the insert itself."""
         inserted: set[str] = set()
+        row_marks = "(" + ", ".join("?" * len(_URL_COLUMNS)) + ")"
         for i in range(0, len(rows), _BATCH):
             part = rows[i : i + _BATCH]
-            values = ", ".join(
-                "(" + ", ".join(f":{col}_{j}" for col in _URL_COLUMNS) + ")"
-                for j in range(len(part))
-            )
-            params = {f"{col}_{j}": v for j, row in enumerate(part)
-                      for col, v in zip(_URL_COLUMNS, row, strict=True)}  # fmt: skip
             cur = c.execute(
                 f"INSERT INTO urls ({', '.join(_URL_COLUMNS)}) "
-                f"VALUES {values} ON CONFLICT DO NOTHING RETURNING url",
-                params,
+                f"VALUES {', '.join([row_marks] * len(part))} ON CONFLICT DO NOTHING RETURNING url",
+                [v for row in part for v in row],
             )
             inserted.update(r[0] for r in cur.fetchall())
         return inserted

@@ -195,6 +195,7 @@ class FetchBatch:
         # What the loop owes the store: slots to give back, results to commit, clock pushes.
         self._finished: list[tuple[str, int]] = []
         self._spool: list[tuple[Lease, Outcome, asyncio.Future[bool]]] = []
+        self._spool_since = 0.0  # when the oldest result in the spool arrived
         self._pushes: dict[str, tuple[float, float]] = {}
         self._wake = asyncio.Event()
         self._last_sweep = 0.0
@@ -305,7 +306,10 @@ class FetchBatch:
         task.add_done_callback(lambda _: self._wake.set())
 
     async def _sleep(self, timeout: float) -> None:
-        """Until a task has something for the store (or ends), or `timeout`."""
+        """Until a task has something for the store (or ends), or `timeout`, or the spool's
+        commit window closes."""
+        if self._spool:
+            timeout = min(timeout, self._spool_since + d.COMMIT_WINDOW_S - self.clock())
         if timeout <= 0:
             return
         with contextlib.suppress(TimeoutError):
@@ -327,7 +331,8 @@ class FetchBatch:
                 await self._off(self.store.push_origin_clocks,
                                 [(o, t, b) for o, (t, b) in pushes.items()])  # fmt: skip
                 pushes = {}
-            if self._spool:
+            if self._spool and (len(self._spool) >= d.COMMIT_GROUP
+                                or now >= self._spool_since + d.COMMIT_WINDOW_S):  # fmt: skip
                 spool, self._spool = self._spool, []
                 applied = await self._off(self.store.commit_batch, [(x, o) for x, o, _ in spool],
                                           self.cycle, self.clock())  # fmt: skip
@@ -399,6 +404,8 @@ class FetchBatch:
 
     async def _commit(self, lease: Lease, outcome: Outcome) -> bool:
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if not self._spool:
+            self._spool_since = self.clock()
         self._spool.append((lease, outcome, fut))
         self._wake.set()
         return await fut

@@ -73,6 +73,10 @@ CYCLE_CRON = "0 */6 * * *"  # the crawl schedule's cadence: a new cycle every si
 # Extraction
 EXTRACTION_VERSION = "trafilatura-2.3.1/v1"
 PARSE_BACKLOG_PER_WORKER = 4  # queued parse jobs per pool worker before fetching pauses
+# Results are committed in groups: when this many wait, or the oldest has waited this long
+# (one discovery and one transaction per group, not per page; the slot went back already).
+COMMIT_GROUP = 16
+COMMIT_WINDOW_S = 0.02
 BODY_THREADS = 4  # threads per batch for body-store reads and writes (disk or object store)
 
 # URL identity

@@ -9,6 +9,7 @@ bytes under another URL resolve to other links).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import math
 import multiprocessing
@@ -172,11 +173,30 @@ class ParserFailure(Exception):
         self.detail = detail
 
 
-def _worker(conn: Connection, cpu_s: float, memory_mb: int) -> None:
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when its parent dies (Linux), so a crawl killed
+    with -9 leaves no worker behind, not even one busy with a long document (an idle one
+    would see its pipe close anyway). Ctrl-C is the parent's to handle: workers ignore it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the pipe's EOF still ends an idle worker
+        return
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(0)
+
+
+def _worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int = 0) -> None:
     """Parse jobs until told to stop. Once warm, the address space is capped at its size plus
     `memory_mb`; every job gets `cpu_s` seconds of CPU on top of what the worker used so far
     (the kernel kills it with SIGXCPU past that). A worker that hit its memory cap answers
-    and exits, so the next document starts in a fresh one."""
+    and exits, so the next document starts in a fresh one. It dies with its parent."""
+    if parent_pid:
+        _die_with(parent_pid)
     _warm()
     limit = _mapped_bytes() + memory_mb * 1024 * 1024 if memory_mb else 0
     if limit:
@@ -258,7 +278,9 @@ class _Slot:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         self.proc = ctx.Process(
-            target=_worker, args=(child, self.pool.cpu_s, self.pool.memory_mb), daemon=False
+            target=_worker,
+            args=(child, self.pool.cpu_s, self.pool.memory_mb, os.getpid()),
+            daemon=False,
         )
         self.proc.start()
         child.close()

@@ -85,3 +85,58 @@ def test_without_limits_the_same_documents_parse() -> None:
     """The control: the failures above come from the limits, not from broken documents."""
     with ExtractorPool(1, cpu_s=120.0, memory_mb=0) as free:
         assert len(parse(free, page(40_000))["links"]) == 40_000  # type: ignore[arg-type]
+
+
+_ORPHAN_PARENT = """
+import sys, time
+from atlas_pipeline.parsing import ExtractorPool
+from tests.engine.test_parser_isolation import page
+pool = ExtractorPool(1, cpu_s=120.0, memory_mb=0)
+fut = pool.submit(page(200_000), "http://a.example.test/", None, True)  # a long parse
+while not pool.worker_pids():
+    time.sleep(0.01)
+print(pool.worker_pids()[0], flush=True)
+fut.result()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:") and "Z" in line.split()[1] for line in f)
+    except FileNotFoundError:
+        return False
+
+
+def _ignores_sigint(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+    return bool(mask & (1 << (signal.SIGINT - 1)))
+
+
+def test_a_worker_dies_with_its_parent_even_mid_document() -> None:
+    """`kill -9` of the crawl leaves no extraction worker behind, not even one busy with a
+    long document (an idle one would see its pipe close; a busy one never looks)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen([sys.executable, "-c", _ORPHAN_PARENT], cwd=root,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    deadline = time.monotonic() + 60
+    while not _ignores_sigint(worker) and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the worker runs its own code (spawning imports first)
+    time.sleep(0.5)  # into the parse, which takes minutes
+    assert _alive(worker)
+    os.kill(worker, signal.SIGINT)  # a Ctrl-C to the process group is the parent's to handle
+    time.sleep(0.2)
+    assert _alive(worker)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 3
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(worker), "the worker outlived its parent"

@@ -51,6 +51,15 @@ def engine_for(url: str, timeout_s: float = 30.0) -> sa.Engine:
     )
 
 
+def log_applied(conn: sa.Connection, versions: list[int]) -> None:
+    """Record revisions as applied now in `schema_migrations` (the log old stores kept)."""
+    at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    conn.execute(
+        sa.text("INSERT INTO schema_migrations (version, applied_at) VALUES (:v, :at)"),
+        [{"v": v, "at": at} for v in versions],
+    )
+
+
 def _config(conn: sa.Connection) -> object:
     from alembic.config import Config
 
@@ -97,11 +106,7 @@ def upgrade(engine: sa.Engine, target: str = "head") -> None:
                 # advises, instead of replaying every revision (a test replays them and checks
                 # both roads lead to the same schema).
                 metadata.create_all(conn)
-                at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-                conn.execute(
-                    sa.text("INSERT INTO schema_migrations (version, applied_at) VALUES (:v, :at)"),
-                    [{"v": v, "at": at} for v in revision_numbers()],
-                )
+                log_applied(conn, revision_numbers())
                 context.stamp(script, HEAD)
                 return
         command.upgrade(_config(conn), target)  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from atlas_pipeline.batch import FetchBatch
+from atlas_pipeline.batch import BatchStats, FetchBatch
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.coordination import Lease, RobotsTask
 from atlas_pipeline.crawl import Engine, plan_frontier
@@ -67,7 +67,9 @@ async def _commits(batch: FetchBatch) -> None:
         await asyncio.sleep(0.01)
 
 
-def _run(web: SandboxProcess, tmp_path: Path, margin_s: float) -> tuple[list[Any], Any]:
+def _run(
+    web: SandboxProcess, tmp_path: Path, margin_s: float
+) -> tuple[list[Any], BatchStats, dict[str, Any]]:
     cfg = config_from_mapping(sandbox_config(
         web, tmp_path, shards=1, seeds=[web.url(lab.THROTTLED)],
         politeness={"min_gap_s": 0.0, "max_in_flight": 2},
@@ -87,20 +89,20 @@ def _run(web: SandboxProcess, tmp_path: Path, margin_s: float) -> tuple[list[Any
             assert len(pair) == 2 and all(isinstance(c, Lease) for c in pair), pair
             for claim in pair:
                 await _fetch(batch, claim)
-            return [pair, batch.stats]
+            return [pair, batch.stats]  # the stats as they stand once the pair is done
 
     limits = cfg.limits
     with ExtractorPool(1, limits.parser_cpu_s, limits.parser_memory_mb) as pool:
         pair, stats = asyncio.run(crawl(pool))
     rows = {r["url"]: r for r in engine.store.url_rows(0)}
     engine.close()
-    return [pair, stats], rows
+    return pair, stats, rows
 
 
 def test_a_request_claimed_before_a_429_waits_out_its_retry_after(
     lab_web: SandboxProcess, tmp_path: Path
 ) -> None:
-    (pair, _), _ = _run(lab_web, tmp_path, margin_s=10)
+    pair, _, _ = _run(lab_web, tmp_path, margin_s=10)
     pages = _pages(lab_web)
     throttled = [e for e in pages if e["status"] == 429]
     assert len(throttled) == 1 and len(pages) == 5, pages
@@ -113,7 +115,7 @@ def test_a_backoff_that_outlasts_the_lease_gives_the_url_back_untried(
     lab_web: SandboxProcess, tmp_path: Path
 ) -> None:
     # a lease of 2 + 1 s cannot wait out a 2 s Retry-After and still leave a 1 s margin
-    (pair, stats), rows = _run(lab_web, tmp_path, margin_s=1)
+    pair, stats, rows = _run(lab_web, tmp_path, margin_s=1)
     pages = _pages(lab_web)
     assert [e["status"] for e in pages].count(429) == 1 and len(pages) == 4, pages
     untried = rows[pair[1].url]

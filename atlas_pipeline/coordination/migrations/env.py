@@ -4,14 +4,13 @@ also logged in `schema_migrations` with its time, as the store's first migration
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
-import sqlalchemy as sa
 from alembic import context
 from alembic.runtime.migration import MigrationContext, MigrationInfo
 
+from atlas_pipeline.coordination.migrate import log_applied
 from atlas_pipeline.coordination.tables import metadata
 
 
@@ -20,13 +19,7 @@ def _log_applied(
 ) -> None:
     if step.is_upgrade:
         assert ctx.connection is not None
-        ctx.connection.execute(
-            sa.text("INSERT INTO schema_migrations (version, applied_at) VALUES (:v, :at)"),
-            {
-                "v": int(str(step.up_revision_id)),
-                "at": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-            },
-        )
+        log_applied(ctx.connection, [int(str(step.up_revision_id))])
 
 
 def run() -> None:

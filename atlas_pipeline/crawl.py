@@ -132,19 +132,25 @@ def write_fetch_partitions(
     # texts of their documents are in the lake before any of it (a record committed after
     # this, by a cooperating run, waits in the store for the partition's next write).
     taken: set[str] = set()
-    texts = []
+    text_ids: set[str] = set()
     for rec in store.fetch_records(cycle, shard):
         taken.add(rec["record"]["fetch_id"])
-        doc = rec["document"]
-        if not doc:
-            continue
+        if rec["document"]:
+            text_ids.add(rec["document"]["text_hash"])
+
+    def texts() -> Iterator[dict[str, Any]]:
         # The text of a fetch lives in the body store's extraction cache, not in the store;
-        # the lake keeps it once per document id, however many URLs hold it.
-        cached = engine.bodies.get_extraction(doc["body_key"], doc["extraction_version"])
-        if cached is not None:
-            texts.append({"document_id": doc["text_hash"], "text": cached["text"],
-                          "text_chars": len(cached["text"]),
-                          "extraction_version": doc["extraction_version"]})  # fmt: skip
+        # the lake keeps it once per document id, however many URLs hold it. Streamed: a
+        # partition's texts can run to gigabytes.
+        for rec in store.fetch_records(cycle, shard):
+            doc = rec["document"]
+            if not doc or rec["record"]["fetch_id"] not in taken:
+                continue
+            cached = engine.bodies.get_extraction(doc["body_key"], doc["extraction_version"])
+            if cached is not None:
+                yield {"document_id": doc["text_hash"], "text": cached["text"],
+                       "text_chars": len(cached["text"]),
+                       "extraction_version": doc["extraction_version"]}  # fmt: skip
 
     def merged(
         table: str, rows_of: Callable[[dict[str, Any]], Iterable[dict[str, Any]]]
@@ -179,7 +185,7 @@ def write_fetch_partitions(
         return [rec["document"]] if rec["document"] else []
 
     # texts before the documents that map to them: a document never names a missing text
-    document_texts = lake.add_texts(texts, cycle, key)
+    document_texts = lake.add_texts(texts, cycle, key, text_ids)
     written = (
         lake.write_partition("fetches", merged("fetches", lambda r: [r["record"]]), cycle, key,
                              fence),

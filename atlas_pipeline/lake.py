@@ -8,7 +8,7 @@ writing a partition replaces exactly that partition, so re-materializing is idem
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,108 +18,15 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from . import failpoints
+from . import delta_files, failpoints
 from .errors import LakeError
+from .lake_schema import KEYS, LAYER, PARTITION_BY, SCHEMAS, TS
 
-LAYER = "crawl"
-TS = pl.Datetime("us", "UTC")
-KEYS = {"crawl_cycle": pl.String, "origin_shard": pl.String}
+__all__ = ["KEYS", "LAYER", "SCHEMAS", "TS", "Lake", "Written", "frame"]
 
-SCHEMAS: dict[str, dict[str, Any]] = {
-    "urls": {
-        **KEYS, "url": pl.String, "discovered_url": pl.String, "origin": pl.String,
-        "depth": pl.Int32, "priority": pl.Float64, "state": pl.String, "reason": pl.String,
-        "queued_cycle": pl.String, "due_at": TS, "attempts": pl.Int32, "fence": pl.Int64,
-        "robots_version": pl.Int64, "source": pl.String, "discovered_cycle": pl.String,
-        "discovered_at": TS, "last_fetch_at": TS, "last_status": pl.Int32, "etag": pl.String,
-        "last_modified": pl.String, "content_hash": pl.String, "document_id": pl.String,
-        "last_checked_at": TS, "checks": pl.Int64, "changes": pl.Int64,
-        "revisit_interval_s": pl.Float64, "revisit_reason": pl.String, "change_rate": pl.Float64,
-    },
-    "origins": {
-        **KEYS, "origin": pl.String, "registrable_domain": pl.String, "fair_class": pl.String,
-        "bucket": pl.String, "min_gap_s": pl.Float64, "adapt_gap_s": pl.Float64,
-        "max_in_flight": pl.Int32, "backoff_until": TS, "robots_status": pl.String,
-        "robots_version": pl.Int64, "robots_fetched_at": TS, "validators_trusted": pl.Boolean,
-        "validator_checks": pl.Int64, "validator_misses": pl.Int64, "paused": pl.Boolean,
-    },
-    "recrawl_schedule": {
-        **KEYS, "url": pl.String, "origin": pl.String, "priority": pl.Float64,
-        "freshness_class": pl.String, "state": pl.String, "last_checked_at": TS,
-        "next_due_at": TS, "interval_s": pl.Float64, "reason": pl.String,
-        "changes_per_day": pl.Float64, "checks": pl.Int64, "changes": pl.Int64,
-        "validators_trusted": pl.Boolean, "staleness_s": pl.Float64, "target_s": pl.Float64,
-        "stale": pl.Boolean,
-    },
-    "frontier": {
-        **KEYS, "url": pl.String, "origin": pl.String, "depth": pl.Int32, "priority": pl.Float64,
-        "state": pl.String, "reason": pl.String, "due_at": TS, "attempts": pl.Int32,
-        "selected_at": TS,
-    },
-    "fetches": {
-        **KEYS, "fetch_id": pl.String, "kind": pl.String, "url": pl.String, "origin": pl.String,
-        "depth": pl.Int32, "status": pl.Int32, "reason": pl.String, "content_type": pl.String,
-        "bytes": pl.Int64, "started_at": TS, "elapsed_s": pl.Float64, "etag": pl.String,
-        "last_modified": pl.String, "location": pl.String, "final_url": pl.String,
-        "lease_id": pl.String, "fence": pl.Int64, "attempt": pl.Int32,
-        "robots_version": pl.Int64, "error": pl.String, "body_key": pl.String,
-        "original_url": pl.String, "redirect_chain": pl.List(pl.String), "batch_fence": pl.Int64,
-        "conditional": pl.Boolean,
-    },
-    "documents": {
-        **KEYS, "fetch_id": pl.String, "url": pl.String, "origin": pl.String, "title": pl.String,
-        "author": pl.String, "published": pl.String, "description": pl.String,
-        "language": pl.String, "text_hash": pl.String, "text_chars": pl.Int64,
-        "canonical_hint": pl.String, "charset": pl.String, "body_key": pl.String,
-        "links_out": pl.Int32, "extraction_version": pl.String, "fetched_at": TS,
-        "batch_fence": pl.Int64,
-        # why the document was kept out of the index (null: indexed), e.g. noindex; and the
-        # document id an earlier upsert gave the indexer for the URL, withdrawn by a delete
-        "index_reason": pl.String, "withdrawn_document_id": pl.String,
-    },
-    # The extracted text, stored once per document id (the text hash) however many URLs hold
-    # it; `documents` rows map each URL fetch to it with their own provenance.
-    "document_texts": {
-        **KEYS, "document_id": pl.String, "text": pl.String, "text_chars": pl.Int64,
-        "extraction_version": pl.String,
-    },
-    "links": {
-        **KEYS, "fetch_id": pl.String, "source_url": pl.String, "href": pl.String,
-        "url": pl.String, "target_origin": pl.String, "anchor": pl.String, "nofollow": pl.Boolean,
-        "depth": pl.Int32, "reason": pl.String, "kind": pl.String, "batch_fence": pl.Int64,
-        "session_id_stripped": pl.Boolean,  # a session-token parameter was dropped from it
-    },
-    "index_ready": {
-        **KEYS, "event_id": pl.String, "action": pl.String, "url": pl.String,
-        "document_id": pl.String, "fetch_id": pl.String, "title": pl.String,
-        "language": pl.String, "extraction_version": pl.String, "fetched_at": TS,
-        "batch_fence": pl.Int64,
-        "reason": pl.String,  # why a delete was emitted (noindex); null for an upsert
-    },
-    "dedupe_clusters": {
-        **KEYS, "url": pl.String, "fetch_id": pl.String, "document_id": pl.String,
-        "cluster_id": pl.String, "similarity": pl.Float64, "threshold": pl.Float64,
-        "method": pl.String, "canonical_url": pl.String, "canonical_confirmed": pl.Boolean,
-    },
-}  # fmt: skip
-# Columns that name a URL or an origin, per table: what an opt-out purge matches on.
-URL_COLUMNS: dict[str, tuple[str, ...]] = {
-    "urls": ("url", "discovered_url"), "frontier": ("url",),
-    "fetches": ("url", "original_url", "final_url"), "documents": ("url",),
-    "links": ("url", "source_url"), "index_ready": ("url",), "document_texts": (),
-    "dedupe_clusters": ("url", "canonical_url"), "recrawl_schedule": ("url",), "origins": (),
-}  # fmt: skip
-ORIGIN_COLUMNS: dict[str, tuple[str, ...]] = {
-    "urls": ("origin",), "frontier": ("origin",), "fetches": ("origin",),
-    "documents": ("origin",), "links": ("target_origin",), "index_ready": (),
-    "document_texts": (),
-    "dedupe_clusters": (), "recrawl_schedule": ("origin",), "origins": ("origin",),
-}  # fmt: skip
-PARTITION_BY: dict[str, list[str]] = {
-    "urls": ["origin_shard"], "origins": ["origin_shard"], "document_texts": [],
-}  # fmt: skip
 CHUNK_ROWS = 2000  # rows converted at a time when streaming a partition into Delta
-# deltalake buffers a streamed write until a file reaches this size; smaller files, less RSS
+TEXT_CHUNK_ROWS = 128  # texts run to tens of kilobytes each: smaller chunks of them
+# a Parquet file is closed once it reaches this size (see delta_files: what a write holds)
 TARGET_FILE_BYTES = 32 * 1024 * 1024
 RowSource = Sequence[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]]
 COMMIT_RETRIES = 8
@@ -171,33 +78,108 @@ class Lake:
         latest = DeltaTable(self.uri(table), storage_options=self.storage_options).history(1)
         return float(latest[0]["timestamp"]) / 1000.0 if latest else None
 
-    def add_texts(self, rows: Sequence[Mapping[str, Any]], cycle: str, shard: str) -> Written:
-        """Insert the texts whose document id the table lacks (a Delta merge: idempotent, and
-        safe against a concurrent writer of the same id, which makes this commit retry)."""
+    def add_texts(
+        self, rows: RowSource, cycle: str, shard: str, ids: Collection[str] | None = None
+    ) -> Written:
+        """Insert the texts whose document id the table lacks: idempotent, at most one row
+        per id. `rows` is a sequence, or a function returning an iterable (called again on a
+        retry) together with `ids`, the document ids it yields: then the texts stream into
+        Parquet files and one commit, so memory follows a file, not the partition (a
+        partition's texts are the largest thing Atlas writes)."""
         table, uri = "document_texts", self.uri("document_texts")
-        unique = list({r["document_id"]: r for r in rows}.values())
-        source = frame(table, [{**r, "crawl_cycle": cycle, "origin_shard": shard}
-                               for r in unique]).to_arrow()  # fmt: skip
+        if ids is None:
+            rows = list(rows() if callable(rows) else rows)
+            ids = [r["document_id"] for r in rows]
+        schema = frame(table, []).to_arrow().schema
+        folder = delta_files.local_path(uri)
         for attempt in range(COMMIT_RETRIES):
             try:
                 if not self.exists(table):
-                    DeltaTable.create(uri, source.schema, mode="ignore", partition_by=None,
+                    DeltaTable.create(uri, schema, mode="ignore", partition_by=None,
                                       storage_options=self.storage_options)  # fmt: skip
                 dt = DeltaTable(uri, storage_options=self.storage_options)
-                metrics = (
-                    dt.merge(source, "t.document_id = s.document_id", source_alias="s",
-                             target_alias="t")
-                    .when_not_matched_insert_all()
-                    .execute()
-                )  # fmt: skip
-                inserted = int(metrics.get("num_target_rows_inserted", 0))
+                if folder is None or not _same_columns(dt, schema):
+                    return self._merge_texts(rows, cycle, shard)
+                read_at = dt.version()
+                held = self._held_texts(ids)
+                counter = [0]
+                source = _batches(table, _new_texts(rows, held),
+                                  {"crawl_cycle": cycle, "origin_shard": shard}, counter,
+                                  TEXT_CHUNK_ROWS)  # fmt: skip
+                actions = delta_files.write_files(folder, source, {}, TARGET_FILE_BYTES)
+                if not actions:
+                    return Written(table, uri, 0, read_at)
+                try:
+                    dt.create_write_transaction(actions, "append", schema)
+                except BaseException:
+                    delta_files.remove(delta_files.paths_of(folder, actions))
+                    raise
                 version = DeltaTable(uri, storage_options=self.storage_options).version()
-                return Written(table, uri, inserted, version)
+                if version > read_at + 1:
+                    # Appends do not conflict: a writer that added one of these ids between
+                    # the read above and this commit left it twice. Keep one copy.
+                    self._dedupe_texts(set(ids) - held)
+                    version = DeltaTable(uri, storage_options=self.storage_options).version()
+                return Written(table, uri, counter[0], version)
             except (CommitFailedError, DeltaError) as exc:
                 if attempt == COMMIT_RETRIES - 1:
                     raise LakeError(f"cannot write {uri}: {exc}") from exc
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    def _held_texts(self, ids: Collection[str]) -> set[str]:
+        """The ids among `ids` the table holds (only the id column is read)."""
+        wanted = list(set(ids))
+        if not wanted:
+            return set()
+        found = (
+            pl.scan_delta(self.uri("document_texts"), storage_options=self.storage_options)
+            .select("document_id")
+            .filter(pl.col("document_id").is_in(wanted))
+            .collect()
+        )
+        return set(found["document_id"].to_list())
+
+    def _dedupe_texts(self, ids: set[str]) -> None:
+        """Leave one row of each of these ids that the table holds more than once."""
+        if not ids:
+            return
+        rows = (
+            pl.scan_delta(self.uri("document_texts"), storage_options=self.storage_options)
+            .filter(pl.col("document_id").is_in(list(ids)))
+            .collect()
+        )
+        doubled = rows.filter(pl.col("document_id").is_duplicated())
+        if doubled.is_empty():
+            return
+        keep = doubled.unique("document_id", keep="first").to_arrow()
+        listed = ", ".join(
+            "'" + i.replace("'", "''") + "'" for i in sorted(set(doubled["document_id"]))
+        )
+        self.delete("document_texts", f"document_id IN ({listed})")
+        self._merge_texts(keep.to_pylist(), "", "", arrow=keep)
+
+    def _merge_texts(
+        self, rows: RowSource, cycle: str, shard: str, arrow: pa.Table | None = None
+    ) -> Written:
+        """deltalake's merge (an object store, or a schema to merge): it holds the source
+        in memory, so it takes what the bounded path cannot."""
+        table, uri = "document_texts", self.uri("document_texts")
+        if arrow is None:
+            materialized = rows() if callable(rows) else rows
+            unique = list({r["document_id"]: r for r in materialized}.values())
+            arrow = frame(table, [{**r, "crawl_cycle": cycle, "origin_shard": shard}
+                                  for r in unique]).to_arrow()  # fmt: skip
+        dt = DeltaTable(uri, storage_options=self.storage_options)
+        metrics = (
+            dt.merge(arrow, "t.document_id = s.document_id", source_alias="s", target_alias="t")
+            .when_not_matched_insert_all()
+            .execute()
+        )  # fmt: skip
+        inserted = int(metrics.get("num_target_rows_inserted", 0))
+        return Written(
+            table, uri, inserted, DeltaTable(uri, storage_options=self.storage_options).version()
+        )
 
     def texts(self, document_ids: Iterable[str]) -> dict[str, str]:
         """document id -> text, for the ids given (those the table holds)."""
@@ -288,10 +270,26 @@ class Lake:
                     return Written(table, uri, 0, dt.version(), fence, superseded_by=newer)
                 # dt pins the version read above: a newer writer's commit since then makes
                 # this one conflict (and re-check) instead of overwriting it
-                write_deltalake(dt, reader, mode="overwrite", partition_by=parts,
-                                predicate=predicate, target_file_size=TARGET_FILE_BYTES,
-                                schema_mode="merge", commit_properties=props,
-                                storage_options=self.storage_options)  # fmt: skip
+                folder = delta_files.local_path(uri)
+                schema = reader.schema
+                if folder is not None and _same_columns(dt, schema):
+                    actions = delta_files.write_files(
+                        folder, reader, {k: str(fixed[k]) for k in parts}, TARGET_FILE_BYTES
+                    )
+                    try:
+                        dt.create_write_transaction(
+                            actions, "overwrite", schema, partition_by=parts,
+                            partition_filters=[(k, "=", str(fixed[k])) for k in parts],
+                            commit_properties=props,
+                        )  # fmt: skip
+                    except BaseException:
+                        delta_files.remove(delta_files.paths_of(folder, actions))
+                        raise
+                else:  # an object store, or a table that lacks columns (schema merge)
+                    write_deltalake(dt, reader, mode="overwrite", partition_by=parts,
+                                    predicate=predicate, target_file_size=TARGET_FILE_BYTES,
+                                    schema_mode="merge", commit_properties=props,
+                                    storage_options=self.storage_options)  # fmt: skip
                 version = DeltaTable(uri, storage_options=self.storage_options).version()
                 return Written(table, uri, counter[0], version, fence)
             except (CommitFailedError, DeltaError) as exc:
@@ -335,6 +333,25 @@ class Lake:
         return pl.read_delta(self.uri(table), storage_options=self.storage_options)
 
 
+def _new_texts(rows: RowSource, held: set[str]) -> Callable[[], Iterator[Mapping[str, Any]]]:
+    """The rows whose id is neither held nor seen before (one row per id)."""
+
+    def gen() -> Iterator[Mapping[str, Any]]:
+        seen = set(held)
+        for row in rows() if callable(rows) else rows:
+            if row["document_id"] not in seen:
+                seen.add(row["document_id"])
+                yield row
+
+    return gen
+
+
+def _same_columns(dt: DeltaTable, schema: pa.Schema) -> bool:
+    """Whether the table has exactly these columns (else its schema must be merged first)."""
+    held: list[str] = [f.name for f in pa.schema(dt.schema())]
+    return held == list(schema.names)
+
+
 def _lit(value: str) -> str:
     if "'" in value:
         raise LakeError(f"partition value {value!r} must not contain quotes")
@@ -342,16 +359,22 @@ def _lit(value: str) -> str:
 
 
 def _batches(
-    table: str, rows: RowSource, fixed: dict[str, str], counter: list[int]
+    table: str,
+    rows: RowSource,
+    fixed: dict[str, str],
+    counter: list[int],
+    chunk_rows: int | None = None,
 ) -> pa.RecordBatchReader:
-    """Rows -> a stream of Arrow record batches of at most CHUNK_ROWS rows (bounded memory)."""
+    """Rows -> a stream of Arrow record batches of at most `chunk_rows` rows (CHUNK_ROWS by
+    default): bounded memory."""
     schema = frame(table, []).to_arrow().schema
+    size = chunk_rows or CHUNK_ROWS
 
     def gen() -> Iterator[pa.RecordBatch]:
         chunk: list[Mapping[str, Any]] = []
         for row in rows() if callable(rows) else rows:
             chunk.append({**row, **fixed})
-            if len(chunk) >= CHUNK_ROWS:
+            if len(chunk) >= size:
                 counter[0] += len(chunk)
                 yield from frame(table, chunk).to_arrow().cast(schema).to_batches()
                 failpoints.hit("mid_delta_write")  # files being written, nothing committed

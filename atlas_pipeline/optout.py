@@ -21,7 +21,7 @@ from . import outbox
 from .coordination import Purged, Suppression
 from .crawl import Engine
 from .errors import ConfigError
-from .lake import ORIGIN_COLUMNS, SCHEMAS, URL_COLUMNS
+from .lake_schema import ORIGIN_COLUMNS, SCHEMAS, URL_COLUMNS
 from .urls import BadUrl, normalize, origin_of, registrable_domain
 
 SCOPES = ("origin", "domain", "prefix")

@@ -131,6 +131,63 @@ class _RssSampler:
             print(f"  {t:7.1f} s  {mib:8.0f} MiB  {phase}", file=out)
 
 
+class _ThreadCpu:
+    """CPU seconds of this process's threads by name (Linux /proc/self/task), sampled in a
+    thread so that threads which end before the crawl does (a batch's store and body
+    threads) are counted too: the last reading of each thread id is its total."""
+
+    def __init__(self, every_s: float = 0.25) -> None:
+        import threading
+
+        self.every_s = every_s
+        self.seen: dict[int, tuple[str, float]] = {}
+        self._base: dict[int, float] = {}
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._read(self._base)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
+        self._thread.start()
+
+    def _read(self, into: dict[int, Any]) -> None:
+        import threading
+
+        # Python threads by their Python name (the OS name of each is just "python");
+        # native ones (tokio, jemalloc) by the name the OS has for them
+        named = {t.native_id: t.name for t in threading.enumerate()}
+        main = threading.main_thread().native_id
+        for task in Path("/proc/self/task").iterdir():
+            try:
+                stat = (task / "stat").read_text()
+                tid = int(task.name)
+                name = (
+                    "event loop (main)"
+                    if tid == main
+                    else named.get(tid) or ((task / "comm").read_text().strip())
+                )
+            except OSError:  # the thread ended meanwhile
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()
+            cpu = (int(fields[11]) + int(fields[12])) / self._tick
+            into[tid] = cpu if into is self._base else (name, cpu)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._read(self.seen)
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds since start by thread name, numbered suffixes merged."""
+        self._stop.set()
+        self._thread.join()
+        self._read(self.seen)
+        out: dict[str, float] = {}
+        for tid, (name, cpu) in self.seen.items():
+            if name == "bench-sampler":
+                continue
+            key = name.rstrip("0123456789_-") or name
+            out[key] = out.get(key, 0.0) + cpu - self._base.get(tid, 0.0)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 # ---------------------------------------------------------------------------- server
 
 
@@ -252,6 +309,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
 
             profiler = cProfile.Profile()
             sampler = _RssSampler()
+        threads = _ThreadCpu()
         start = _measure_start()
         if profiler is not None:
             profiler.enable()
@@ -273,6 +331,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
         if profiler is not None:
             profiler.disable()
         out = _measure_end(start)
+        out["thread_cpu_s"] = threads.stop()
         if sampler is not None:
             sampler.mark("done")
             sampler.stop()
@@ -440,6 +499,7 @@ def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
         "bytes": int(r["bytes"]),
         "text_chars": int(r["text_chars"]),
         "unjoined_children": r["unjoined_children"],
+        "thread_cpu_s": r.get("thread_cpu_s", {}),
         "profiled": r.get("profiled", False),
     }
 
@@ -496,6 +556,9 @@ def print_table(report: dict[str, Any]) -> None:
             f"{row['robots_requests']} robots.txt; whole process incl. start-up/imports "
             f"{row['process_seconds']:.2f} s wall, {row['process_cpu_s']:.2f} s CPU"
         )
+        if row["thread_cpu_s"]:
+            split = ", ".join(f"{k} {v:.1f} s" for k, v in row["thread_cpu_s"].items() if v >= 0.05)
+            print(f"  {row['contender']} main-process CPU by thread: {split}")
     print(
         "Notes: seconds and CPU cover the crawl only (Atlas: Engine.from_config .. last "
         "fetch_shard incl. lake writes; baseline: pool start .. pool joined); CPU = process + "

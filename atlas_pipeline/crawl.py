@@ -20,7 +20,7 @@ from .bodies import Bodies, open_bodies
 from .config import CrawlConfig
 from .coordination import BatchLease, CoordinationStore, OriginPolicy, TrapCaps, open_store
 from .lake import Lake, Written
-from .parsing import ExtractorPool, ParserFailure
+from .parsing import ExtractorPool, ParserFailure, shared_pool
 from .scope import ScopeGuard
 from .urls import BadUrl, normalize, shard_key
 
@@ -103,16 +103,10 @@ def fetch_shard(
     run id); several runs may drain one partition together, the newest writes it."""
     lease = engine.store.acquire_batch(cycle, shard, holder or f"pid-{os.getpid()}", time.time())
     if pool is None:
-        # The pool lives exactly as long as the batch: a pool left running inside a worker
-        # process (a run launcher's, a ProcessPoolExecutor's) keeps that process from exiting.
         limits = engine.cfg.limits
-        with ExtractorPool(
-            engine.cfg.extraction_workers, limits.parser_cpu_s, limits.parser_memory_mb
-        ) as own:
-            stats = run_batch(engine.cfg, engine.store, engine.bodies, own, cycle, shard,
-                              on_progress)  # fmt: skip
-    else:
-        stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard, on_progress)
+        pool = shared_pool(engine.cfg.extraction_workers, limits.parser_cpu_s,
+                           limits.parser_memory_mb)  # fmt: skip
+    stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard, on_progress)
     failpoints.hit("before_lake_write")
     return FetchResult(stats, lease, *write_fetch_partitions(engine, cycle, shard, lease.fence))
 
@@ -312,42 +306,37 @@ def reextract(
     old = engine.lake.read_partition("documents", cycle, key)
     fence = int(old["batch_fence"].max()) if old.height else None  # type: ignore[arg-type]
     limits = engine.cfg.limits
-    own = pool is None
-    pool = pool or ExtractorPool(
-        engine.cfg.extraction_workers, limits.parser_cpu_s, limits.parser_memory_mb
-    )
+    if pool is None:
+        pool = shared_pool(engine.cfg.extraction_workers, limits.parser_cpu_s,
+                           limits.parser_memory_mb)  # fmt: skip
     rows, failed = [], 0
-    try:
-        # timestamps back to epoch seconds, as the lake writer takes them
-        kept = [{**r, "fetched_at": r["fetched_at"].timestamp() if r["fetched_at"] else None}
-                for r in old.drop("crawl_cycle", "origin_shard", "batch_fence").iter_rows(named=True)]  # fmt: skip
-        gone = [r for r in kept if not engine.bodies.has(r["body_key"])]  # past retention
-        rows += gone
-        jobs = [
-            (r, pool.submit(engine.bodies.get(r["body_key"]), r["url"], r["charset"], True))
-            for r in kept
-            if engine.bodies.has(r["body_key"])
-        ]
-        for done, (row, job) in enumerate(jobs, 1):
-            if on_progress is not None:
-                on_progress(done, len(jobs))
-            try:
-                parsed = job.result()
-            except ParserFailure:
-                failed += 1
-                rows.append(row)
-                continue
-            ext = parsed["extraction"]
-            engine.bodies.put_extraction(row["body_key"], ext["extraction_version"], ext)
-            rows.append({**row, "title": ext["title"], "author": ext["author"],
-                         "published": ext["date"], "description": ext["description"],
-                         "language": parsed["language"], "text": ext["text"],
-                         "text_hash": ext["text_hash"], "text_chars": len(ext["text"]),
-                         "canonical_hint": parsed["canonical"], "charset": parsed["charset"],
-                         "extraction_version": ext["extraction_version"]})  # fmt: skip
-    finally:
-        if own:
-            pool.close()
+    # timestamps back to epoch seconds, as the lake writer takes them
+    kept = [{**r, "fetched_at": r["fetched_at"].timestamp() if r["fetched_at"] else None}
+            for r in old.drop("crawl_cycle", "origin_shard", "batch_fence").iter_rows(named=True)]  # fmt: skip
+    gone = [r for r in kept if not engine.bodies.has(r["body_key"])]  # past retention
+    rows += gone
+    jobs = [
+        (r, pool.submit(engine.bodies.get(r["body_key"]), r["url"], r["charset"], True))
+        for r in kept
+        if engine.bodies.has(r["body_key"])
+    ]
+    for done, (row, job) in enumerate(jobs, 1):
+        if on_progress is not None:
+            on_progress(done, len(jobs))
+        try:
+            parsed = job.result()
+        except ParserFailure:
+            failed += 1
+            rows.append(row)
+            continue
+        ext = parsed["extraction"]
+        engine.bodies.put_extraction(row["body_key"], ext["extraction_version"], ext)
+        rows.append({**row, "title": ext["title"], "author": ext["author"],
+                     "published": ext["date"], "description": ext["description"],
+                     "language": parsed["language"], "text": ext["text"],
+                     "text_hash": ext["text_hash"], "text_chars": len(ext["text"]),
+                     "canonical_hint": parsed["canonical"], "charset": parsed["charset"],
+                     "extraction_version": ext["extraction_version"]})  # fmt: skip
     lake = engine.lake
     lake.add_texts([{"document_id": r["text_hash"], "text": r["text"], "text_chars": len(r["text"]),
                      "extraction_version": r["extraction_version"]}

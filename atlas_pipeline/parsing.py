@@ -13,6 +13,7 @@ import ctypes
 import hashlib
 import math
 import multiprocessing
+import multiprocessing.util
 import os
 import queue
 import re
@@ -312,6 +313,8 @@ class ExtractorPool:
         self.cpu_s = cpu_s
         self.memory_mb = memory_mb
         self.wall_s = 3 * cpu_s + 10  # a worker blocked off-CPU still ends
+        self.closed = False
+        self.pid = os.getpid()  # a forked child inherits the object, not its threads
         self._jobs: queue.SimpleQueue[tuple[tuple[Any, ...], Future[dict[str, Any]]] | None] = (
             queue.SimpleQueue()
         )
@@ -354,6 +357,9 @@ class ExtractorPool:
         return [s.proc.pid for s in self._slots if s.proc is not None and s.proc.pid is not None]
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         for _ in self._threads:
             self._jobs.put(None)
         for t in self._threads:
@@ -364,3 +370,26 @@ class ExtractorPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_SHARED: dict[tuple[int, float, int], ExtractorPool] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_pool(
+    workers: int = 0, cpu_s: float = d.PARSER_CPU_S, memory_mb: int = d.PARSER_MEMORY_MB
+) -> ExtractorPool:
+    """This process's pool for these limits, started once and kept across batches: a worker
+    costs seconds of CPU to start (trafilatura's imports), per batch before this. Callers
+    must not close it. It closes when the process exits, before multiprocessing joins the
+    process's children: a multiprocessing finalizer, which also runs in a pool worker
+    process (a run launcher's, a ProcessPoolExecutor's), where atexit does not, and where a
+    live pool would otherwise keep the process from exiting."""
+    key = (workers or os.cpu_count() or 1, cpu_s, memory_mb)
+    with _SHARED_LOCK:
+        pool = _SHARED.get(key)
+        if pool is None or pool.closed or pool.pid != os.getpid():
+            pool = ExtractorPool(*key)
+            _SHARED[key] = pool
+            multiprocessing.util.Finalize(None, pool.close, exitpriority=10)
+        return pool

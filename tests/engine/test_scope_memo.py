@@ -1,0 +1,77 @@
+"""The scope guard remembers what depends only on a link's text and its base: a remembered
+judgement is the judgement a fresh guard makes, and a site's navigation is normalized once
+per origin, not once per page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import atlas_pipeline.scope as scope
+from atlas_pipeline.config import config_from_mapping
+from atlas_pipeline.scope import ScopeGuard
+
+A, B = "http://a.example.test", "http://b.example.test"
+
+
+def guard(tmp_path: Path) -> ScopeGuard:
+    data = {"seeds": [f"{A}/", f"{B}/"], "data_dir": str(tmp_path),
+            "scope": {"max_depth": 3, "session_params": ["sid"]}}  # fmt: skip
+    return ScopeGuard(config_from_mapping(data, base_dir=tmp_path))
+
+
+# (href, base): the same href on other bases must resolve on its own base
+CASES = [
+    ("/x", f"{A}/one/page"),
+    ("/x", f"{B}/one/page"),  # root-relative: the base's origin decides
+    ("/x", "https://a.example.test/p"),  # another scheme, another origin
+    ("x", f"{A}/one/page"),
+    ("x", f"{A}/two/page"),  # relative: the base's path decides
+    ("../x", f"{A}/one/two/page"),
+    ("?q=1", f"{A}/one/page"),
+    ("?q=1", f"{A}/two/page"),
+    ("//b.example.test/y", f"{A}/p"),
+    ("//b.example.test/y", "https://a.example.test/p"),  # scheme-relative: the base's scheme
+    ("http://B.EXAMPLE.TEST:80/z?sid=0123456789abcdef0123456789abcdef", f"{A}/p"),
+    ("HTTP://a.example.test/%7Euser/", f"{B}/p"),
+    ("mailto:x@a.example.test", f"{A}/p"),
+    ("http://user:pw@a.example.test/", f"{A}/p"),
+    ("http://elsewhere.test/", f"{A}/p"),
+    ("http://127.0.0.1/", f"{A}/p"),
+    ("/a/a/a/a/a/a/a/a/a/a/a/a/x", f"{A}/p"),
+    ("http://a.example.test:99999/", f"{A}/p"),
+]
+
+
+@pytest.mark.parametrize("depth", [1, 4])
+def test_a_remembered_judgement_is_a_fresh_guards(tmp_path: Path, depth: int) -> None:
+    warm = guard(tmp_path)
+    for href, base in CASES * 2:  # the second round answers from memory
+        warm.judge(href, base, depth, base)
+    for href, base in CASES:
+        assert warm.judge(href, base, depth, base) == guard(tmp_path).judge(
+            href, base, depth, base
+        ), (href, base)
+
+
+def test_navigation_is_normalized_once_per_origin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, str | None]] = []
+    real = scope.normalize
+
+    def counted(url: str, base: str | None = None, *args: object) -> str:
+        calls.append((url, base))
+        return real(url, base, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scope, "normalize", counted)
+    g = guard(tmp_path)
+    nav = ["/", "/about", f"{A}/contact", "/about"]
+    for page in range(50):
+        for href in nav:
+            g.judge(href, f"{A}/p{page}", 1, f"{A}/p{page}")
+    assert len(calls) == 3  # "/", "/about" and the absolute link, each once
+    g.judge("/about", f"{B}/p", 1, f"{B}/p")
+    assert g.judge("/about", f"{B}/p", 1, f"{B}/p").url == f"{B}/about"
+    assert len(calls) == 4  # another origin's "/about" is its own

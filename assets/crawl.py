@@ -16,6 +16,7 @@ from atlas_pipeline.crawl import (
     fetch_shard,
     plan_frontier,
 )
+from atlas_pipeline.errors import BatchInterrupted
 from atlas_pipeline.lake import frame
 from atlas_pipeline.report import write_report
 from atlas_pipeline.urls import shard_key
@@ -115,10 +116,16 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
     ) -> Iterator[dg.MaterializeResult]:
         cycle, shard = cycle_and_shard(context)
         with atlas.open() as engine:
-            result = fetch_shard(
-                engine, cycle, shard, holder=f"{context.run.run_id}#{context.retry_number}",
-                on_progress=lambda stats: context.log.info(stats.progress_line(time.time())),
-            )  # fmt: skip
+            try:
+                result = fetch_shard(
+                    engine, cycle, shard, holder=f"{context.run.run_id}#{context.retry_number}",
+                    on_progress=lambda stats: context.log.info(stats.progress_line(time.time())),
+                )  # fmt: skip
+            except BatchInterrupted as exc:
+                # Asked to stop: the step's RetryPolicy must not start the batch again.
+                raise dg.Failure(str(exc), allow_retries=False,
+                                 metadata={"committed": exc.committed,
+                                           "given_back": exc.given_back}) from exc  # fmt: skip
         if result.superseded_by is not None:
             context.log.warning(
                 f"batch fence {result.lease.fence} was superseded by fence {result.superseded_by}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -96,7 +97,15 @@ def run_cycles(
             if on_start is not None:
                 on_start(cycle)
             futures = [pool.submit(run_shard, config_path, cycle, s) for s in range(cfg.shards)]
-            batch = [f.result() for f in futures]
+            try:
+                batch = [f.result() for f in futures]
+            except KeyboardInterrupt:
+                # The shard runs got the Ctrl-C too (one process group) and stop gracefully:
+                # wait for them to commit what they fetched; start no shard still queued.
+                print("interrupted: the shard runs are committing what they fetched "
+                      "(Ctrl-C again stops at once)", file=sys.stderr, flush=True)  # fmt: skip
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
             results.extend(batch)
             if on_cycle is not None:
                 on_cycle(cycle, batch)

@@ -24,6 +24,8 @@ import contextlib
 import functools
 import logging
 import random
+import signal
+import threading
 import time
 import uuid
 from collections import Counter
@@ -100,6 +102,8 @@ class BatchStats:
     store_outage_s: float = 0.0  # total time it was unreachable
     max_held: int = 0  # most finished results held while the store was unreachable
     paused: int = 0  # URLs left open because an operator paused their origin or domain
+    interrupted: bool = False  # stopped on Ctrl-C (FetchBatch.interrupt)
+    given_back: int = 0  # URLs in flight at an interrupt, back in the queue untried
     outcomes: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -210,6 +214,20 @@ class FetchBatch:
         self._send_locks: dict[str, asyncio.Lock] = {}
         self._holding: dict[str, asyncio.Lock] = {}  # lease id -> the send lock it holds
         self._hops: list[_Hop] = []  # robots redirect hops waiting for another origin's slot
+        self._stop_at = float("inf")  # after an interrupt: when requests in flight are dropped
+        self._abandoned: list[Lease] = []  # leases whose tasks an interrupt cancelled
+        self._spooled: set[str] = set()  # lease ids whose outcome is in the spool
+
+    def interrupt(self) -> None:
+        """Ctrl-C: claim nothing more, give requests in flight up to limits.interrupt_grace_s
+        to finish, commit what they brought and hand the rest back to the queue. A second
+        one stops the batch at once (KeyboardInterrupt): its leases expire, nothing is lost."""
+        if self.stats.interrupted:
+            raise KeyboardInterrupt
+        self.stats.interrupted = True
+        self._stop_at = self.clock() + self.cfg.limits.interrupt_grace_s
+        log.warning("interrupted: finishing the requests in flight (Ctrl-C again stops at once)")
+        self._wake.set()
 
     async def run(self) -> BatchStats:
         async with self.running():
@@ -258,6 +276,9 @@ class FetchBatch:
             now = self.clock()
             if self._failure is not None:
                 raise self._failure  # a bug in a fetch task fails the batch loudly
+            if self.stats.interrupted:
+                await self._wind_down(tasks)
+                return
             if self._on_progress is not None and now >= self._progress_at:
                 self._progress_at = now + self._progress_every_s
                 self._on_progress(self.stats)
@@ -293,6 +314,40 @@ class FetchBatch:
             if next_hop - now < (idle or MAX_SLEEP_S):
                 idle = next_hop - now  # a hop falls due first: be there for it
             await self._sleep(min(max(idle, 0.0), MAX_SLEEP_S) if idle else MAX_SLEEP_S)
+
+    async def _wind_down(self, tasks: set[asyncio.Task[None]]) -> None:
+        """After an interrupt: commit results as they come until the tasks end or the grace
+        runs out, cancel the rest, give their URLs back (due at once), commit everything."""
+        while tasks and self.clock() < self._stop_at:
+            await self._flush(self.clock())
+            await self._give_back_slots()
+            await self._sleep(min(self._stop_at - self.clock(), MAX_SLEEP_S))
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for lease in self._abandoned:
+            self._spool.append((lease, self._given_back(lease), self._loop_future()))
+        self.stats.given_back = len(self._abandoned)
+        self._spool_since = float("-inf")  # the window is over: commit now, whatever its size
+        deadline = self.clock() + self.cfg.limits.store_outage_s
+        while (self._spool or self._finished) and self.clock() < deadline:
+            if await self._flush(self.clock()):
+                self._spool_since = float("-inf")
+                await self._give_back_slots()
+            else:
+                await asyncio.sleep(min(max(self.outage.retry_at - self.clock(), 0.05), 1.0))
+
+    def _loop_future(self) -> asyncio.Future[bool]:
+        return asyncio.get_running_loop().create_future()
+
+    def _given_back(self, lease: Lease) -> Outcome:
+        """An interrupted URL goes back to the queue untried, due at once."""
+        now = self.clock()
+        resp = Response(url=lease.url, status=None, started_at=now)
+        resp.detail = "interrupted (Ctrl-C) before its answer was handled"
+        reason = Reason.INTERRUPTED.value
+        return Outcome(UrlState.FAILED_RETRYABLE, reason, now,
+                       record=self._record(lease, resp, reason))  # fmt: skip
 
     def _start(self, tasks: set[asyncio.Task[None]], claim: Lease | RobotsTask) -> None:
         self._net_active += 1  # counted from the claim, so the next turn sees it
@@ -404,6 +459,7 @@ class FetchBatch:
 
     async def _commit(self, lease: Lease, outcome: Outcome) -> bool:
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._spooled.add(lease.lease_id)  # committed by the spool even if this task ends
         if not self._spool:
             self._spool_since = self.clock()
         self._spool.append((lease, outcome, fut))
@@ -501,6 +557,17 @@ class FetchBatch:
                        record=self._record(lease, resp, reason))  # fmt: skip
 
     async def _fetch_url(self, lease: Lease) -> None:
+        try:
+            await self._fetch_and_commit(lease)
+        except asyncio.CancelledError:
+            # an interrupt's grace ran out: the URL goes back, unless its result is spooled
+            if lease.lease_id not in self._spooled:
+                self._abandoned.append(lease)
+            raise
+        finally:
+            self._spooled.discard(lease.lease_id)
+
+    async def _fetch_and_commit(self, lease: Lease) -> None:
         resp: Response | None = None
         try:
             if await self._clear_to_send(lease):
@@ -975,9 +1042,24 @@ def run_batch(
     shard: int,
     on_progress: Callable[[BatchStats], None] | None = None,
 ) -> BatchStats:
-    """Sync boundary for assets and the CLI; `on_progress` hears about the batch every 10 s."""
+    """Sync boundary for assets and the CLI; `on_progress` hears about the batch every 10 s.
+    In the main thread, Ctrl-C (SIGINT) interrupts the batch gracefully (FetchBatch.interrupt;
+    `stats.interrupted` tells), a second one at once."""
     batch = FetchBatch(cfg, store, bodies, pool, cycle, shard, on_progress=on_progress)
-    return asyncio.run(batch.run())
+    return asyncio.run(_interruptible(batch))
+
+
+async def _interruptible(batch: FetchBatch) -> BatchStats:
+    if threading.current_thread() is not threading.main_thread():
+        return await batch.run()
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    loop.add_signal_handler(signal.SIGINT, batch.interrupt)
+    try:
+        return await batch.run()
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)  # asyncio would leave Python's default
 
 
 def _conditional(lease: Lease) -> bool:

@@ -183,6 +183,9 @@ class Limits(_Section):
     """Base delay before a failed URL is eligible again."""
     store_outage_s: float = Field(d.STORE_OUTAGE_S, gt=0)
     """How long a batch waits out an unreachable coordination store before it fails."""
+    interrupt_grace_s: float = Field(d.INTERRUPT_GRACE_S, ge=0)
+    """After Ctrl-C, how long requests in flight may finish before their URLs are given back
+    to the queue (a second Ctrl-C stops at once)."""
 
 
 class Discovery(_Section):

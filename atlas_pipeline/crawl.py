@@ -19,6 +19,7 @@ from .batch import BatchStats, run_batch
 from .bodies import Bodies, open_bodies
 from .config import CrawlConfig
 from .coordination import BatchLease, CoordinationStore, OriginPolicy, TrapCaps, open_store
+from .errors import BatchInterrupted
 from .lake import Lake, Written
 from .parsing import ExtractorPool, ParserFailure, shared_pool
 from .scope import ScopeGuard
@@ -107,6 +108,10 @@ def fetch_shard(
         pool = shared_pool(engine.cfg.extraction_workers, limits.parser_cpu_s,
                            limits.parser_memory_mb)  # fmt: skip
     stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard, on_progress)
+    if stats.interrupted:
+        # Stopping was asked for: the lake write (seconds, for a large partition) waits for
+        # the partition's re-run, which finds every committed record in the store.
+        raise BatchInterrupted(cycle, shard, sum(stats.outcomes.values()), stats.given_back)
     failpoints.hit("before_lake_write")
     return FetchResult(stats, lease, *write_fetch_partitions(engine, cycle, shard, lease.fence))
 

@@ -50,6 +50,7 @@ ROBOTS_429_BACKOFF_S = 300.0  # origin backoff after robots 429 without Retry-Af
 # Retries
 MAX_ATTEMPTS = 3  # fetch attempts per URL per cycle before it becomes terminal
 RETRY_BACKOFF_S = 60.0  # base delay before a failed URL is eligible again
+INTERRUPT_GRACE_S = 3.0  # after Ctrl-C, requests in flight get this long to finish
 STORE_OUTAGE_S = 300.0  # a batch waits this long for an unreachable coordination store
 
 # Revisit

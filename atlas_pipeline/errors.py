@@ -7,6 +7,7 @@ AtlasError
  |    +-- StoreUnavailable  the store is unreachable for now (retry later; nothing applied)
  +-- EgressRefused          a destination address is not allowed (SSRF gate)
  +-- LakeError              a Delta table cannot be read or written
+ +-- BatchInterrupted       a fetch batch stopped on Ctrl-C (re-run the partition to finish)
 """
 
 from __future__ import annotations
@@ -49,3 +50,17 @@ class EgressRefused(AtlasError):
 
 class LakeError(AtlasError):
     """A Delta table could not be read or written."""
+
+
+class BatchInterrupted(AtlasError):
+    """A fetch batch stopped on Ctrl-C: what its requests brought is committed, the URLs it
+    still held went back to the queue, and the partition's lake write waits for its re-run."""
+
+    def __init__(self, cycle: str, shard: int, committed: int, given_back: int) -> None:
+        super().__init__(
+            f"cycle {cycle} shard {shard} was interrupted: {committed} results committed, "
+            f"{given_back} URLs in flight given back; re-run this partition to finish it "
+            "(nothing is lost)"
+        )
+        self.cycle, self.shard = cycle, shard
+        self.committed, self.given_back = committed, given_back

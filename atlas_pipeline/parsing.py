@@ -247,8 +247,16 @@ class _Slot:
         self.pool = pool
         self.proc: BaseProcess | None = None
         self.conn: Connection | None = None
+        self.busy = False  # a job is out to the worker
 
     def run(self, job: tuple[Any, ...]) -> dict[str, Any]:
+        self.busy = True
+        try:
+            return self._run(job)
+        finally:
+            self.busy = False
+
+    def _run(self, job: tuple[Any, ...]) -> dict[str, Any]:
         if self.proc is None or not self.proc.is_alive():
             self._start()
         assert self.conn is not None and self.proc is not None
@@ -293,8 +301,8 @@ class _Slot:
                 with contextlib.suppress(OSError):
                     self.conn.send(None)
             self.conn.close()
-        if self.proc is not None:
-            self.proc.join(2 if graceful else 0)
+        if self.proc is not None and self.proc.pid is not None:  # None: it never started
+            self.proc.join(0.5 if graceful else 0)  # an idle worker exits at once on None
             if self.proc.is_alive():
                 self.proc.kill()
                 self.proc.join(5)
@@ -360,8 +368,22 @@ class ExtractorPool:
         if self.closed:
             return
         self.closed = True
+        while True:  # queued documents are not parsed first: whoever waits is told
+            try:
+                item = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[1].cancel()
         for _ in self._threads:
             self._jobs.put(None)
+        for slot in self._slots:
+            # a document in progress (or a worker still importing) is nobody's any more:
+            # its thread sees the pipe close and goes on to the stop sentinel at once
+            proc = slot.proc
+            if slot.busy and proc is not None and proc.pid is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    proc.kill()
         for t in self._threads:
             t.join()
 
@@ -393,3 +415,13 @@ def shared_pool(
             _SHARED[key] = pool
             multiprocessing.util.Finalize(None, pool.close, exitpriority=10)
         return pool
+
+
+def close_shared() -> None:
+    """Close this process's shared pools now, joining their workers (what exit would do;
+    for a benchmark that counts the workers' CPU, which only joined children report)."""
+    with _SHARED_LOCK:
+        pools = [p for p in _SHARED.values() if p.pid == os.getpid()]
+        _SHARED.clear()
+    for pool in pools:
+        pool.close()

@@ -282,6 +282,7 @@ def _measure_end(start: tuple[float, float, float]) -> dict[str, Any]:
 def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
     from atlas_pipeline.config import config_from_mapping
     from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
+    from atlas_pipeline.parsing import close_shared
 
     web = _web(args.origins, args.pages, args.port)
     with tempfile.TemporaryDirectory(prefix="atlas-bench-") as tmp_s:
@@ -330,6 +331,9 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
                 outcomes[k] = outcomes.get(k, 0) + v
         if profiler is not None:
             profiler.disable()
+        # the extraction pool outlives batches (one per process): join its workers here, so
+        # their CPU is counted (RUSAGE_CHILDREN sees joined children only)
+        close_shared()
         out = _measure_end(start)
         out["thread_cpu_s"] = threads.stop()
         if sampler is not None:

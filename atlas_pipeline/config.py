@@ -184,8 +184,7 @@ class Limits(_Section):
     store_outage_s: float = Field(d.STORE_OUTAGE_S, gt=0)
     """How long a batch waits out an unreachable coordination store before it fails."""
     interrupt_grace_s: float = Field(d.INTERRUPT_GRACE_S, ge=0)
-    """After Ctrl-C, how long requests in flight may finish before their URLs are given back
-    to the queue (a second Ctrl-C stops at once)."""
+    """After Ctrl-C, seconds requests in flight get to finish before their URLs go back."""
 
 
 class Discovery(_Section):

@@ -524,6 +524,13 @@ def print_table(report: dict[str, Any]) -> None:
     print(
         f"URL set: {report['url_set']['size']} pages = SandboxWeb.reachable(max_depth="
         f"{MAX_DEPTH}); Atlas document URLs == that set: {report['url_set']['atlas_matches']}"
+        + (
+            f" (missing {report['url_set']['atlas_missing']}, e.g. "
+            f"{', '.join(report['url_set']['atlas_missing_sample'])}; extra "
+            f"{report['url_set']['atlas_extra']})"
+            if not report["url_set"]["atlas_matches"]
+            else ""
+        )
     )
     a, b = report["results"]
     print(
@@ -632,6 +639,7 @@ def main_parent(args: argparse.Namespace) -> None:
             "atlas_matches": atlas_urls == set(oracle),
             "atlas_missing": len(set(oracle) - atlas_urls),
             "atlas_extra": len(atlas_urls - set(oracle)),
+            "atlas_missing_sample": sorted(set(oracle) - atlas_urls)[:5],
         },
         "results": rows,
         "ratios": {

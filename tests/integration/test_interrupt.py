@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from atlas_pipeline.config import load_config
-from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
+from atlas_pipeline.crawl import Engine, FetchResult, fetch_shard, plan_frontier
 from atlas_pipeline.reasons import Reason
 from tests.conftest import SandboxProcess, running_sandbox, sandbox_config, write_config
 
@@ -32,7 +32,7 @@ import json, sys
 import yaml
 
 from atlas_pipeline.config import load_config
-from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
+from atlas_pipeline.crawl import Engine, FetchResult, fetch_shard, plan_frontier
 from atlas_pipeline.errors import BatchInterrupted
 
 if __name__ == "__main__":
@@ -79,6 +79,16 @@ def _wait_for_requests(server: SandboxProcess, n: int, proc: subprocess.Popen[st
         time.sleep(0.1)
 
 
+def _rerun_finishes(engine: Engine, server: SandboxProcess) -> FetchResult:
+    """The partition's re-run: everything reachable ends in the lake, each page once."""
+    plan_frontier(engine, "c0001", 0)
+    result = fetch_shard(engine, "c0001", 0)
+    docs = engine.lake.read_partition("documents", "c0001", "shard_000")
+    assert set(docs["url"].to_list()) == server.web.reachable(50)
+    assert docs["url"].n_unique() == docs.height
+    return result
+
+
 def test_ctrl_c_stops_the_batch_gracefully_and_its_rerun_finishes(tmp_path: Path) -> None:
     with running_sandbox(tmp_path / "requests.jsonl", 2, 15) as server:
         config = _config(server, tmp_path)
@@ -101,13 +111,7 @@ def test_ctrl_c_stops_the_batch_gracefully_and_its_rerun_finishes(tmp_path: Path
         assert all(r["state"] == "failed_retryable" for r in given_back)
         assert report["committed"] >= 8 - len(given_back)
         fetched_before = len(_pages(server))
-        # the partition's re-run: everything reachable ends in the lake, nothing twice
-        plan_frontier(engine, "c0001", 0)
-        result = fetch_shard(engine, "c0001", 0)
-        docs = engine.lake.read_partition("documents", "c0001", "shard_000")
-        reachable = server.web.reachable(50)
-        assert set(docs["url"].to_list()) == reachable
-        assert docs["url"].n_unique() == docs.height
+        result = _rerun_finishes(engine, server)
         pages = _pages(server)
         seen = Counter(server.url(e["host"], e["path"]) for e in pages)
         twice = {url for url, n in seen.items() if n > 1}
@@ -129,10 +133,7 @@ def test_a_second_ctrl_c_stops_at_once_and_nothing_is_lost(tmp_path: Path) -> No
         assert proc.returncode != 0 and time.time() - asked < GRACE_S  # not the grace: at once
         time.sleep(4.5)  # the leases of the dropped requests expire (3 s timeout + 1 s margin)
         engine = Engine.from_config(load_config(config, {}))
-        plan_frontier(engine, "c0001", 0)
-        fetch_shard(engine, "c0001", 0)
-        docs = engine.lake.read_partition("documents", "c0001", "shard_000")
-        assert set(docs["url"].to_list()) == server.web.reachable(50)
+        _rerun_finishes(engine, server)
         engine.close()
 
 

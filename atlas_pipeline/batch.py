@@ -325,8 +325,11 @@ class FetchBatch:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for lease in self._abandoned:
-            self._spool.append((lease, self._given_back(lease), self._loop_future()))
+        detail = "interrupted (Ctrl-C) before its answer was handled"
+        loop = asyncio.get_running_loop()
+        for lease in self._abandoned:  # back in the queue, due at once
+            outcome = self._untried(lease, Reason.INTERRUPTED, detail, self.clock())
+            self._spool.append((lease, outcome, loop.create_future()))
         self.stats.given_back = len(self._abandoned)
         self._spool_since = float("-inf")  # the window is over: commit now, whatever its size
         deadline = self.clock() + self.cfg.limits.store_outage_s
@@ -336,18 +339,6 @@ class FetchBatch:
                 await self._give_back_slots()
             else:
                 await asyncio.sleep(min(max(self.outage.retry_at - self.clock(), 0.05), 1.0))
-
-    def _loop_future(self) -> asyncio.Future[bool]:
-        return asyncio.get_running_loop().create_future()
-
-    def _given_back(self, lease: Lease) -> Outcome:
-        """An interrupted URL goes back to the queue untried, due at once."""
-        now = self.clock()
-        resp = Response(url=lease.url, status=None, started_at=now)
-        resp.detail = "interrupted (Ctrl-C) before its answer was handled"
-        reason = Reason.INTERRUPTED.value
-        return Outcome(UrlState.FAILED_RETRYABLE, reason, now,
-                       record=self._record(lease, resp, reason))  # fmt: skip
 
     def _start(self, tasks: set[asyncio.Task[None]], claim: Lease | RobotsTask) -> None:
         self._net_active += 1  # counted from the claim, so the next turn sees it
@@ -548,13 +539,16 @@ class FetchBatch:
 
     def _not_sent(self, lease: Lease) -> Outcome:
         """The URL goes back untried, due when the origin's backoff ends."""
-        now = self.clock()
-        resp = Response(url=lease.url, status=None, started_at=now)
-        resp.detail = "not sent: a backoff learnt after the claim outlasts the lease"
-        reason = Reason.DEFERRED_BACKOFF.value
-        until = max(self._backoffs.get(lease.origin, 0.0), now)
-        return Outcome(UrlState.FAILED_RETRYABLE, reason, until,
-                       record=self._record(lease, resp, reason))  # fmt: skip
+        until = max(self._backoffs.get(lease.origin, 0.0), self.clock())
+        detail = "not sent: a backoff learnt after the claim outlasts the lease"
+        return self._untried(lease, Reason.DEFERRED_BACKOFF, detail, until)
+
+    def _untried(self, lease: Lease, reason: Reason, detail: str, until: float) -> Outcome:
+        """A URL back in the queue, due at `until`, with a record of why (no answer)."""
+        resp = Response(url=lease.url, status=None, started_at=self.clock())
+        resp.detail = detail
+        return Outcome(UrlState.FAILED_RETRYABLE, reason.value, until,
+                       record=self._record(lease, resp, reason.value))  # fmt: skip
 
     async def _fetch_url(self, lease: Lease) -> None:
         try:

@@ -99,7 +99,7 @@ class Lake:
                                       storage_options=self.storage_options)  # fmt: skip
                 dt = DeltaTable(uri, storage_options=self.storage_options)
                 if folder is None or not _same_columns(dt, schema):
-                    return self._merge_texts(rows, cycle, shard)
+                    return self._merge_texts(_text_frame(rows, cycle, shard))
                 read_at = dt.version()
                 held = self._held_texts(ids)
                 counter = [0]
@@ -156,23 +156,19 @@ class Lake:
         listed = ", ".join(
             "'" + i.replace("'", "''") + "'" for i in sorted(set(doubled["document_id"]))
         )
-        self.delete("document_texts", f"document_id IN ({listed})")
-        self._merge_texts(keep.to_pylist(), "", "", arrow=keep)
+        # No vacuum here, unlike an opt-out's delete: these rows are copies, nothing to
+        # erase, and a vacuum would take the files another writer has not yet committed.
+        self.delete("document_texts", f"document_id IN ({listed})", vacuum=False)
+        self._merge_texts(keep)
 
-    def _merge_texts(
-        self, rows: RowSource, cycle: str, shard: str, arrow: pa.Table | None = None
-    ) -> Written:
-        """deltalake's merge (an object store, or a schema to merge): it holds the source
-        in memory, so it takes what the bounded path cannot."""
+    def _merge_texts(self, source: pa.Table) -> Written:
+        """deltalake's merge of `source` (one row per id) into the texts: it holds the source
+        in memory, so it takes what the bounded path cannot (an object store, a schema to
+        merge) and the few rows a repair puts back."""
         table, uri = "document_texts", self.uri("document_texts")
-        if arrow is None:
-            materialized = rows() if callable(rows) else rows
-            unique = list({r["document_id"]: r for r in materialized}.values())
-            arrow = frame(table, [{**r, "crawl_cycle": cycle, "origin_shard": shard}
-                                  for r in unique]).to_arrow()  # fmt: skip
         dt = DeltaTable(uri, storage_options=self.storage_options)
         metrics = (
-            dt.merge(arrow, "t.document_id = s.document_id", source_alias="s", target_alias="t")
+            dt.merge(source, "t.document_id = s.document_id", source_alias="s", target_alias="t")
             .when_not_matched_insert_all()
             .execute()
         )  # fmt: skip
@@ -215,10 +211,10 @@ class Lake:
             deleted += self.delete("document_texts", f"document_id IN ({listed})")
         return deleted
 
-    def delete(self, table: str, predicate: str) -> int:
-        """Delete the rows matching a SQL predicate, then vacuum the files that held them, so
-        no older table version can bring them back (an opt-out is not undone by time travel).
-        Returns the rows deleted."""
+    def delete(self, table: str, predicate: str, vacuum: bool = True) -> int:
+        """Delete the rows matching a SQL predicate, then (`vacuum`) delete the files that
+        held them, so no older table version can bring them back (an opt-out is not undone
+        by time travel). Returns the rows deleted."""
         if not self.exists(table):
             return 0
         uri = self.uri(table)
@@ -226,7 +222,7 @@ class Lake:
             try:
                 dt = DeltaTable(uri, storage_options=self.storage_options)
                 deleted = int(dt.delete(predicate).get("num_deleted_rows", 0))
-                if deleted:
+                if deleted and vacuum:
                     DeltaTable(uri, storage_options=self.storage_options).vacuum(
                         retention_hours=0, dry_run=False, enforce_retention_duration=False
                     )
@@ -331,6 +327,13 @@ class Lake:
         if not self.exists(table):
             return frame(table, [])
         return pl.read_delta(self.uri(table), storage_options=self.storage_options)
+
+
+def _text_frame(rows: RowSource, cycle: str, shard: str) -> pa.Table:
+    """Texts as one Arrow table, one row per id (what deltalake's merge takes)."""
+    unique = {r["document_id"]: r for r in (rows() if callable(rows) else rows)}
+    return frame("document_texts", [{**r, "crawl_cycle": cycle, "origin_shard": shard}
+                                    for r in unique.values()]).to_arrow()  # fmt: skip
 
 
 def _new_texts(rows: RowSource, held: set[str]) -> Callable[[], Iterator[Mapping[str, Any]]]:

@@ -58,9 +58,10 @@ def _config(server: SandboxProcess, tmp: Path) -> Path:
     return write_config(tmp / "atlas.yaml", cfg)
 
 
-def _start(config: Path, tmp: Path) -> subprocess.Popen[str]:
-    script = tmp / "batch.py"
-    script.write_text(SCRIPT)
+def _start(config: Path, tmp: Path, source: str) -> subprocess.Popen[str]:
+    """`source` run as a script in its own process with `config`, once it says it is ready."""
+    script = tmp / "interrupted.py"
+    script.write_text(source)
     proc = subprocess.Popen([sys.executable, str(script), str(config)], cwd=REPO, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
@@ -79,6 +80,19 @@ def _wait_for_requests(server: SandboxProcess, n: int, proc: subprocess.Popen[st
         time.sleep(0.1)
 
 
+def _interrupted_batch(
+    server: SandboxProcess, tmp: Path, after: int, source: str = SCRIPT
+) -> tuple[Path, subprocess.Popen[str], float]:
+    """A batch (or a Dagster job: `source`) in its own process, sent SIGINT once `after`
+    pages were requested: (its config, the process, when the signal went)."""
+    config = _config(server, tmp)
+    proc = _start(config, tmp, source)
+    _wait_for_requests(server, after, proc)
+    asked = time.time()
+    proc.send_signal(signal.SIGINT)
+    return config, proc, asked
+
+
 def _rerun_finishes(engine: Engine, server: SandboxProcess) -> FetchResult:
     """The partition's re-run: everything reachable ends in the lake, each page once."""
     plan_frontier(engine, "c0001", 0)
@@ -91,11 +105,7 @@ def _rerun_finishes(engine: Engine, server: SandboxProcess) -> FetchResult:
 
 def test_ctrl_c_stops_the_batch_gracefully_and_its_rerun_finishes(tmp_path: Path) -> None:
     with running_sandbox(tmp_path / "requests.jsonl", 2, 15) as server:
-        config = _config(server, tmp_path)
-        proc = _start(config, tmp_path)
-        _wait_for_requests(server, 8, proc)
-        asked = time.time()
-        proc.send_signal(signal.SIGINT)
+        config, proc, asked = _interrupted_batch(server, tmp_path, after=8)
         out, err = proc.communicate(timeout=30)
         took = time.time() - asked
         assert proc.returncode == 130, err
@@ -122,11 +132,7 @@ def test_ctrl_c_stops_the_batch_gracefully_and_its_rerun_finishes(tmp_path: Path
 
 def test_a_second_ctrl_c_stops_at_once_and_nothing_is_lost(tmp_path: Path) -> None:
     with running_sandbox(tmp_path / "requests.jsonl", 2, 15) as server:
-        config = _config(server, tmp_path)
-        proc = _start(config, tmp_path)
-        _wait_for_requests(server, 6, proc)
-        asked = time.time()
-        proc.send_signal(signal.SIGINT)
+        config, proc, asked = _interrupted_batch(server, tmp_path, after=6)
         time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
@@ -169,16 +175,7 @@ def test_an_interrupted_dagster_step_is_reported_and_not_retried(tmp_path: Path)
     """The fetch step's RetryPolicy is for infrastructure failures: a batch stopped on
     purpose fails its step with the readable message, and no second attempt starts."""
     with running_sandbox(tmp_path / "requests.jsonl", 2, 15) as server:
-        config = _config(server, tmp_path)
-        script = tmp_path / "job.py"
-        script.write_text(DAGSTER_SCRIPT)
-        proc = subprocess.Popen([sys.executable, str(script), str(config)], cwd=REPO, text=True,
-                                env={**os.environ, "PYTHONPATH": str(REPO)},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        _wait_for_requests(server, 6, proc)
-        asked = time.time()
-        proc.send_signal(signal.SIGINT)
+        _, proc, asked = _interrupted_batch(server, tmp_path, after=6, source=DAGSTER_SCRIPT)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         report = json.loads(out.strip().splitlines()[-1])

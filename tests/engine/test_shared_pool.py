@@ -6,6 +6,7 @@ where atexit does not run and a live pool used to keep the process from exiting.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -69,10 +70,18 @@ def _exits_leaving_no_worker(where: str, tmp_path: Path) -> None:
     script = tmp_path / "uses_pool.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, str(script), where], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    pids = [int(p) for p in done.stdout.split()]
+    proc = subprocess.Popen([sys.executable, str(script), where], cwd=REPO, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        # it hung (the failure this guards against): take its executor worker down with it
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, err
+    pids = [int(p) for p in out.split()]
     assert pids and all(_gone(pid) for pid in pids)
 
 

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from . import defaults as d
 from . import failpoints, outbox
 from .bodies import Bodies
+from .classify import MAX_RETRY_AFTER_S, REDIRECTS, ClassifyPolicy, Next, classify
 from .config import CrawlConfig
 from .coordination import (
     CoordinationStore,
@@ -51,9 +52,9 @@ from .coordination.base import override_for
 from .directives import HEADER, header_directives, header_values, meta_directives, meta_names
 from .egress import DnsCachePolicy, EgressGate
 from .errors import CoordinationError, StaleAttempt, StoreUnavailable
-from .fetcher import HTML_TYPES, Response, fetch, make_session
+from .fetcher import Response, fetch, make_session
 from .parsing import ExtractorPool, ParserFailure
-from .politeness import backoff_s, origin_gap, parse_retry_after, send_delay
+from .politeness import origin_gap, parse_retry_after, send_delay
 from .reasons import Reason
 from .recrawl import (
     FreshnessClass,
@@ -71,16 +72,10 @@ from .urls import BadUrl, normalize, origin_of, redact_userinfo, shard_of
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-REDIRECTS = (301, 302, 303, 307, 308)
-_BOUNDS = frozenset(
-    {Reason.TOO_LARGE.value, Reason.HEADERS_TOO_LARGE.value, Reason.BODY_TIMEOUT.value,
-     Reason.BINARY_CONTENT.value, Reason.BAD_ENCODING.value}
-)  # fmt: skip
 ROBOTS_MAX_HOPS = 5
 SWEEP_EVERY_S = 1.0
 MAX_SLEEP_S = 0.5  # look at the store again at least this often (other runs change it)
 OUTAGE_RETRY_S = (0.1, 5.0)  # first and longest wait between attempts on an unreachable store
-MAX_RETRY_AFTER_S = 24 * 3600.0  # a Retry-After beyond this is taken as this
 
 
 @dataclass
@@ -181,6 +176,8 @@ class FetchBatch:
         self.stats = BatchStats(cycle, shard, clock())
         self.outage = StoreOutage(store.url, cfg.limits.store_outage_s, self.stats, clock)
         self.rng = random.Random()
+        self._classify = ClassifyPolicy(cfg.limits.max_attempts, cfg.limits.retry_backoff_s,
+                                        cfg.revisit_interval_s)  # fmt: skip
         r = cfg.recrawl
         self.revisits = RevisitPolicy(cfg.revisit_interval_s, r.min_interval_s, r.max_interval_s,
                                       r.jitter, r.max_growth, r.history)  # fmt: skip
@@ -631,67 +628,28 @@ class FetchBatch:
             **extra,
         }
 
-    def _retry_or_give_up(self, lease: Lease, resp: Response, reason: str, now: float) -> Outcome:
-        if lease.attempts >= self.cfg.limits.max_attempts:
-            record = self._record(lease, resp, reason, final_reason=Reason.MAX_ATTEMPTS.value)
-            return Outcome(UrlState.TERMINAL, Reason.MAX_ATTEMPTS.value, now + self.cfg.revisit_interval_s,
-                           status=resp.status, record=record)  # fmt: skip
-        delay = backoff_s(lease.attempts, self.cfg.limits.retry_backoff_s, 3600.0, self.rng)
-        return Outcome(UrlState.FAILED_RETRYABLE, reason, now + delay, status=resp.status,
-                       record=self._record(lease, resp, reason))  # fmt: skip
-
     async def _outcome(self, lease: Lease, resp: Response) -> Outcome:
         now = self.clock()
-        revisit = now + self.cfg.revisit_interval_s
-        status = resp.status
-        if resp.error == Reason.EGRESS_REFUSED.value:
-            return Outcome(
-                UrlState.BLOCKED, resp.error, revisit, record=self._record(lease, resp, resp.error)
-            )
-        if resp.error in _BOUNDS:  # over a bound: kept away from the parser, with the reason
-            return Outcome(UrlState.QUARANTINED, resp.error, revisit, status=status,
-                           record=self._record(lease, resp, resp.error))  # fmt: skip
-        if resp.error is not None or status is None:
-            return self._retry_or_give_up(
-                lease, resp, resp.error or Reason.NETWORK_ERROR.value, now
-            )
-        if status in (429, 503):
-            # The server's Retry-After holds for the whole origin, exactly; a 429 without one
-            # backs the origin off with jitter. A bare 503 may be one page's hiccup: only that
-            # URL waits, and adaptive pacing slows the origin if its 5xx answers repeat.
-            wait = parse_retry_after(resp.headers.get("retry-after"), now)
-            if wait is None and status == 429:
-                wait = backoff_s(lease.attempts, self.cfg.limits.retry_backoff_s, 3600.0, self.rng)
-            if wait is not None:
-                until = now + min(wait, MAX_RETRY_AFTER_S)
-                self._backoffs[lease.origin] = max(self._backoffs.get(lease.origin, 0.0), until)
-                await self._push_now(lease.origin, backoff_until=until)
-            reason = (
-                Reason.HTTP_THROTTLED.value if status == 429 else Reason.HTTP_SERVER_ERROR.value
-            )
-            return self._retry_or_give_up(lease, resp, reason, now)
-        if status >= 500:
-            return self._retry_or_give_up(lease, resp, Reason.HTTP_SERVER_ERROR.value, now)
-        if status == 304:  # the stored document stands; the check still cost a request
-            return self._checked(
-                lease, resp, now, changed=False, reason=Reason.NOT_MODIFIED.value,
-                record=self._record(lease, resp, Reason.NOT_MODIFIED.value),
-            )  # fmt: skip
-        if status in REDIRECTS:
-            return self._redirect(lease, resp, revisit)
-        if status in (404, 410):
-            return Outcome(UrlState.TERMINAL, Reason.HTTP_GONE.value, revisit, status=status,
-                           record=self._record(lease, resp, Reason.HTTP_GONE.value))  # fmt: skip
-        if status >= 400 or not 200 <= status < 300:
-            return Outcome(UrlState.TERMINAL, Reason.HTTP_CLIENT_ERROR.value, revisit, status=status,
-                           record=self._record(lease, resp, Reason.HTTP_CLIENT_ERROR.value))  # fmt: skip
-        if lease.kind == "sitemap":
-            return self._sitemap(lease, resp, revisit)
-        ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
-        if ctype not in HTML_TYPES:
-            return Outcome(UrlState.QUARANTINED, Reason.NOT_HTML.value, revisit, status=status,
-                           record=self._record(lease, resp, Reason.NOT_HTML.value))  # fmt: skip
-        return await self._parsed(lease, resp, revisit)
+        verdict = classify(lease, resp, now, self._classify, self.rng)
+        if verdict.origin_until is not None:
+            until = verdict.origin_until
+            self._backoffs[lease.origin] = max(self._backoffs.get(lease.origin, 0.0), until)
+            await self._push_now(lease.origin, backoff_until=until)
+        reason = verdict.reason.value
+        if (
+            verdict.next is Next.NOT_MODIFIED
+        ):  # the stored document stands; the check cost a request
+            return self._checked(lease, resp, now, changed=False, reason=reason,
+                                 record=self._record(lease, resp, reason))  # fmt: skip
+        if verdict.next is Next.REDIRECT:
+            return self._redirect(lease, resp, verdict.due)
+        if verdict.next is Next.SITEMAP:
+            return self._sitemap(lease, resp, verdict.due)
+        if verdict.next is Next.PARSE:
+            return await self._parsed(lease, resp, verdict.due)
+        extra = {"final_reason": Reason.MAX_ATTEMPTS.value} if verdict.gave_up else {}
+        return Outcome(verdict.state, verdict.state_reason.value, verdict.due, status=resp.status,
+                       record=self._record(lease, resp, reason, **extra))  # fmt: skip
 
     def _redirect(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
         # A redirect target is a fresh candidate: it gets scope, dedupe, its own origin's

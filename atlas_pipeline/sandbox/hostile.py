@@ -299,7 +299,7 @@ class Hostile:
         if path == "/huge":
             return Stream(200, {"Content-Type": _HTML}, self._huge_chunks())
         if path == "/drip":
-            return Stream(200, {"Content-Type": _HTML}, _drip_chunks())
+            return Stream(200, {"Content-Type": _HTML}, drip_chunks())
         if path in BINARY_SIGNATURES:
             noise = random.Random(f"atlas-hostile{path}").randbytes(BINARY_BYTES)
             return 200, {"Content-Type": _HTML}, BINARY_SIGNATURES[path] + noise
@@ -390,7 +390,7 @@ async def _bomb_chunks(bomb: _GzipBomb) -> AsyncGenerator[bytes, None]:
     yield bomb.tail
 
 
-async def _drip_chunks() -> AsyncGenerator[bytes, None]:
+async def drip_chunks() -> AsyncGenerator[bytes, None]:
     i = 0
     while True:  # until the client goes away: the server's write then fails
         yield _DRIP_TEXT[i % len(_DRIP_TEXT) : i % len(_DRIP_TEXT) + 1]

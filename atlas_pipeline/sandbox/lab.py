@@ -4,7 +4,8 @@ site-001  robots.txt answers 503 (unreachable: nothing else may be fetched)
 site-002  robots.txt answers 404 (unavailable: everything allowed)
 site-003  robots.txt redirects (301) to /meta/robots.txt, which holds the rules
 site-004  every 4th page request answers 429 with Retry-After: 2
-site-005  every page takes 0.4 s
+site-005  every page takes 0.4 s; every 5th sends its headers, then a byte a second for as long
+          as the client stays (a response that outlives any timeout)
 site-006  robots.txt asks for Crawl-delay: 1
 site-007  every page answers 503 to its first request (every 3rd of those with Retry-After: 1),
           then 200: page-level hiccups, not overload
@@ -17,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
+
+from .hostile import Stream, drip_chunks
 
 ROBOTS_503 = "site-001.example.test"
 ROBOTS_404 = "site-002.example.test"
@@ -31,6 +34,7 @@ LAB_HOSTS = (ROBOTS_503, ROBOTS_404, ROBOTS_MOVED, THROTTLED, SLOW, CRAWL_DELAY,
 RETRY_AFTER_S = 2
 THROTTLE_EVERY = 4
 SLOW_S = 0.4
+DRIP_EVERY = 5  # every 5th page request of site-005 drips
 CRAWL_DELAY_S = 1
 MOVED_ROBOTS = "/meta/robots.txt"
 FLAKY_RETRY_AFTER_EVERY = 3  # every 3rd first failure of site-007 says Retry-After
@@ -53,7 +57,7 @@ class Lab:
         if host == SLOW and path != "/robots.txt":
             await asyncio.sleep(SLOW_S)
 
-    def answer(self, host: str, path: str, robots_txt: str) -> Answer | None:
+    def answer(self, host: str, path: str, robots_txt: str) -> Answer | Stream | None:
         """This lab's own answer for (host, path), or None for the normal one."""
         if path == "/robots.txt":
             if host == ROBOTS_503:
@@ -87,6 +91,12 @@ class Lab:
                 n = self._pages[host]
             if n <= OVERLOAD_REQUESTS:
                 return 503, {"Content-Type": _TEXT}, b"overloaded\n"
+        if host == SLOW and path != "/sitemap.xml":
+            with self._lock:
+                self._pages[host] += 1
+                n = self._pages[host]
+            if n % DRIP_EVERY == 0:
+                return Stream(200, {"Content-Type": "text/html; charset=utf-8"}, drip_chunks())
         if host == THROTTLED and path != "/sitemap.xml":
             with self._lock:
                 self._pages[host] += 1

@@ -91,7 +91,8 @@ class LoopThread:
 
 
 async def _serve_app(app: aio_web.Application, sock: socket.socket) -> aio_web.AppRunner:
-    runner = aio_web.AppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT)
+    runner = aio_web.AppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT,
+                               handler_cancellation=True)  # fmt: skip
     await runner.setup()
     try:
         await aio_web.SockSite(runner, sock).start()
@@ -309,6 +310,9 @@ def serve_forever(
             ),
             access_log=None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
+            # a handler ends when its client goes away, so the log's `end` is the moment the
+            # server saw the connection close (a drip would otherwise notice at its next byte)
+            handler_cancellation=True,
         )
         await runner.setup()
         await aio_web.SockSite(runner, sock).start()

@@ -34,6 +34,8 @@ from tests.conftest import (
 ROOT = Path(__file__).resolve().parents[2]
 GAP_S = 0.3
 SERVER_JITTER_S = 0.05
+TIMEOUT_S = 2.0  # site-005's drips outlive it
+CLOSE_SLACK_S = 0.5  # from the client's timeout to the server seeing the connection close
 RUNS = 3
 
 
@@ -51,7 +53,7 @@ def crawled(lab_web: SandboxProcess, tmp_path_factory: pytest.TempPathFactory) -
         cfg = write_config(tmp / "atlas.yaml", sandbox_config(
             lab_web, tmp, shards=1, coordination_url=store_url,
             politeness={"min_gap_s": GAP_S, "max_in_flight": 1},
-            limits={"batch_max_idle_s": 5},
+            limits={"batch_max_idle_s": 5, "total_timeout_s": TIMEOUT_S},
         ))  # fmt: skip
         lab_web.log.clear()
         outputs = run_partition_together(cfg, tmp, RUNS)
@@ -89,6 +91,29 @@ def test_no_two_requests_in_flight_at_one_origin(crawled: dict[str, Any]) -> Non
     for host, entries in crawled["by_host"].items():
         for a, b in itertools.pairwise(entries):
             assert b["start"] >= a["end"], (host, a["path"], b["path"])
+
+
+def test_a_timed_out_response_held_its_slot_until_its_connection_closed(
+    crawled: dict[str, Any],
+) -> None:
+    """site-005's drips never end: each one times out, the client closes its connection at
+    once (the server sees it go within CLOSE_SLACK_S), and the next request to the origin
+    leaves only after that (the in-flight cap as the server sees it, above)."""
+    fetches = crawled["fetches"]
+    timed_out = fetches.filter(
+        pl.col("origin").str.contains(lab.SLOW, literal=True) & (pl.col("reason") == "body_timeout")
+    )
+    entries = crawled["by_host"][lab.SLOW]
+    drips = [e for e in entries if e["end"] - e["start"] >= TIMEOUT_S - SERVER_JITTER_S]
+    assert len(drips) >= 2 and timed_out.height == len(drips), (timed_out.height, drips)
+    followed = 0
+    for drip in drips:
+        assert drip["end"] - drip["start"] <= TIMEOUT_S + CLOSE_SLACK_S, drip
+        after = [e["start"] for e in entries if e["start"] > drip["start"]]
+        if after:
+            followed += 1
+            assert min(after) >= drip["end"], drip
+    assert followed, "nothing was fetched from site-005 after any drip"
 
 
 def test_no_request_inside_a_retry_after_window(crawled: dict[str, Any]) -> None:

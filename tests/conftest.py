@@ -31,24 +31,35 @@ os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 class FileRequestLog:
     """The sandbox's JSON-lines request log read from its file (the server is another process)."""
 
+    QUIET_S = 0.1  # no growth for this long: the server has logged what it answered
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._offset = 0
 
-    def clear(self) -> None:
+    def clear(self, settle_s: float = 2.0) -> None:
+        """Start a new window at the end of the file, once it has stopped growing: the server
+        logs a request after its last byte is sent, so the lines of requests a test just
+        finished may land a moment later and must not count in the next window."""
+        self._settle(settle_s)
         self._offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def _settle(self, settle_s: float) -> None:
+        """Wait (up to settle_s) until the file's size holds for QUIET_S."""
+        deadline = time.time() + settle_s
+        size, since = -1, time.time()
+        while self.path.exists() and time.time() < deadline:
+            now = self.path.stat().st_size
+            if now != size:
+                size, since = now, time.time()
+            elif time.time() - since >= self.QUIET_S:
+                return
+            time.sleep(0.02)
 
     def entries(self, settle_s: float = 0.5) -> list[dict[str, Any]]:
         """Entries since clear(); waits (up to settle_s) until the file stops growing, since a
         client can read its response a moment before the server has logged it."""
-        deadline = time.time() + settle_s
-        size = -1
-        while self.path.exists() and time.time() < deadline:
-            now = self.path.stat().st_size
-            if now == size:
-                break
-            size = now
-            time.sleep(0.05)
+        self._settle(settle_s)
         if not self.path.exists():
             return []
         with self.path.open("rb") as fh:

@@ -256,6 +256,11 @@ class _Slot:
         finally:
             self.busy = False
 
+    def warm(self) -> None:
+        """Start the worker if none was started yet (it imports while nobody waits)."""
+        if self.proc is None:
+            self._start()
+
     def _run(self, job: tuple[Any, ...]) -> dict[str, Any]:
         if self.proc is None or not self.proc.is_alive():
             self._start()
@@ -336,6 +341,10 @@ class ExtractorPool:
 
     def _serve(self, slot: _Slot) -> None:
         try:
+            # Started now, not at the first document: a worker's imports (a second or more of
+            # CPU) overlap the batch's first claims and requests instead of holding its first
+            # parses, and the leases waiting on them, until a worker is warm.
+            slot.warm()
             while (item := self._jobs.get()) is not None:
                 job, fut = item
                 if not fut.set_running_or_notify_cancel():

@@ -27,7 +27,6 @@ import random
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +55,7 @@ from .fetcher import Response, fetch, make_session
 from .parsing import ExtractorPool, ParserFailure
 from .politeness import origin_gap, parse_retry_after, send_delay
 from .reasons import Reason
+from .records import Document, FetchRecord
 from .recrawl import (
     FreshnessClass,
     RevisitPolicy,
@@ -600,33 +600,20 @@ class FetchBatch:
         else:
             self.stats.stale_commits += 1
 
-    def _record(self, lease: Lease, resp: Response, reason: str, **extra: Any) -> dict[str, Any]:
-        return {
-            "fetch_id": uuid.uuid4().hex,
-            "kind": lease.kind,
-            "url": lease.url,
-            "origin": lease.origin,
-            "depth": lease.depth,
-            "status": resp.status,
-            "reason": reason,
-            "content_type": resp.headers.get("content-type"),
-            "bytes": len(resp.body),
-            "started_at": resp.started_at,
-            "elapsed_s": round(resp.elapsed_s, 6),
-            "etag": resp.headers.get("etag"),
-            "last_modified": resp.headers.get("last-modified"),
-            "location": _redacted(resp.headers.get("location")),
-            "lease_id": lease.lease_id,
-            "fence": lease.fence,
-            "attempt": lease.attempts,
-            "robots_version": lease.robots_version,
-            "error": resp.detail,
-            "body_key": None,
-            "original_url": lease.redirect_chain[0] if lease.redirect_chain else lease.url,
-            "redirect_chain": list(lease.redirect_chain),
-            "conditional": _conditional(lease),
+    def _record(self, lease: Lease, resp: Response, reason: str, **extra: Any) -> FetchRecord:
+        return FetchRecord(
+            kind=lease.kind, url=lease.url, origin=lease.origin, depth=lease.depth,
+            status=resp.status, reason=reason, content_type=resp.headers.get("content-type"),
+            bytes=len(resp.body), started_at=resp.started_at,
+            elapsed_s=round(resp.elapsed_s, 6), etag=resp.headers.get("etag"),
+            last_modified=resp.headers.get("last-modified"),
+            location=_redacted(resp.headers.get("location")), lease_id=lease.lease_id,
+            fence=lease.fence, attempt=lease.attempts, robots_version=lease.robots_version,
+            error=resp.detail,
+            original_url=lease.redirect_chain[0] if lease.redirect_chain else lease.url,
+            redirect_chain=list(lease.redirect_chain), conditional=_conditional(lease),
             **extra,
-        }
+        )  # fmt: skip
 
     async def _outcome(self, lease: Lease, resp: Response) -> Outcome:
         now = self.clock()
@@ -755,28 +742,18 @@ class FetchBatch:
             )  # fmt: skip
         record = self._record(lease, resp, Reason.FETCHED.value, body_key=key)
         withdrawn = outbox.delivered_id(lease.document_id) if rules.noindex else None
-        document = {
-            "fetch_id": record["fetch_id"],
-            "url": lease.url,
-            "origin": lease.origin,
-            "title": ext["title"],
-            "author": ext["author"],
-            "published": ext["date"],
-            "description": ext["description"],
-            "language": parsed["language"],
-            "text_hash": ext["text_hash"],
-            "text_chars": len(ext["text"]),
-            "canonical_hint": parsed["canonical"],
-            "charset": parsed["charset"],
-            "body_key": key,
-            "links_out": len(links),
-            "extraction_version": ext["extraction_version"],
-            "fetched_at": resp.started_at,
+        document = Document(
+            fetch_id=record.fetch_id, url=lease.url, origin=lease.origin, title=ext["title"],
+            author=ext["author"], published=ext["date"], description=ext["description"],
+            language=parsed["language"], text_hash=ext["text_hash"],
+            text_chars=len(ext["text"]), canonical_hint=parsed["canonical"],
+            charset=parsed["charset"], body_key=key, links_out=len(links),
+            extraction_version=ext["extraction_version"], fetched_at=resp.started_at,
             # noindex: stored and deduped, not indexed; what an earlier upsert delivered for
             # this URL is withdrawn by a delete event (outbox.upsert_events)
-            "index_reason": Reason.NOINDEX.value if rules.noindex else None,
-            "withdrawn_document_id": withdrawn,
-        }
+            index_reason=Reason.NOINDEX.value if rules.noindex else None,
+            withdrawn_document_id=withdrawn,
+        )  # fmt: skip
         return self._checked(
             lease, resp, now, changed=lease.document_id is not None,
             reason=Reason.FETCHED.value, record=record, content_hash=key, links=links,
@@ -829,7 +806,7 @@ class FetchBatch:
         now: float,
         changed: bool,
         reason: str,
-        record: dict[str, Any],
+        record: FetchRecord,
         **content: Any,
     ) -> Outcome:
         """A content check: its observation joins the URL's history, which sets the next
@@ -889,15 +866,13 @@ class FetchBatch:
                          self.cfg.politeness.crawl_delay_cap_s)  # fmt: skip
         # the gap (Crawl-delay included) runs from this robots.txt request: its answer is in
         not_before = now + gap + self.cfg.politeness.gap_guard_s if gap > 0 else 0.0
-        record = {
-            "fetch_id": uuid.uuid4().hex, "kind": "robots", "url": url, "origin": task.origin,
-            "depth": 0, "status": resp.status, "reason": status.value,
-            "content_type": resp.headers.get("content-type"), "bytes": len(resp.body),
-            "started_at": resp.started_at, "elapsed_s": round(resp.elapsed_s, 6),
-            "etag": None, "last_modified": None, "location": _redacted(resp.headers.get("location")),
-            "lease_id": task.lease_id, "fence": 0, "attempt": 1, "robots_version": None,
-            "error": resp.detail, "body_key": None,
-        }  # fmt: skip
+        record = FetchRecord(
+            kind="robots", url=url, origin=task.origin, status=resp.status, reason=status.value,
+            content_type=resp.headers.get("content-type"), bytes=len(resp.body),
+            started_at=resp.started_at, elapsed_s=round(resp.elapsed_s, 6),
+            location=_redacted(resp.headers.get("location")), lease_id=task.lease_id,
+            error=resp.detail,
+        )  # fmt: skip
         try:
             stored = await self._durably(
                 lambda: self.store.put_robots(task, status.value, text, now, ttl, backoff_until, gap,

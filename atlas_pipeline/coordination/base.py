@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from ..records import Document, FetchRecord
+
 
 class UrlState(StrEnum):
     DISCOVERED = "discovered"
@@ -218,10 +220,10 @@ class Outcome:
     content_hash: str | None = None
     etag: str | None = None
     last_modified: str | None = None
-    record: dict[str, Any] = field(default_factory=dict)  # the fetch row, kept for the lake
+    record: FetchRecord = field(default_factory=FetchRecord)  # the fetch row, kept for the lake
     # the parse manifest: link rows, each with the Candidate it offers (None when rejected earlier)
     links: list[tuple[dict[str, Any], Candidate | None]] = field(default_factory=list)
-    document: dict[str, Any] | None = None  # the documents row
+    document: Document | None = None  # the documents row
     document_id: str | None = None  # the text hash the URL holds now (new or kept)
     checked: bool = False  # content was compared (a 304, or a 200 that was hashed)
     changed: bool = False  # ... and it had changed since the last check
@@ -294,7 +296,7 @@ class CoordinationStore(Protocol):
         good: bool = False,
         cycle: str | None = None,
         shard: int | None = None,
-        record: dict[str, Any] | None = None,
+        record: FetchRecord | None = None,
         not_before: float = 0.0,
     ) -> RobotsRecord: ...
 

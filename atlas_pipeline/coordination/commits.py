@@ -46,7 +46,7 @@ class CommitStore(CatalogueStore):
             applied = self._apply_all(c, results, now)
             blocked = self._operator_state(c)[1] if not all(applied) else []
             stale = [{"url": lease.url, "fence": lease.fence, "cycle": cycle, "at": now,
-                      "record": json.dumps(outcome.record, default=str)}
+                      "record": outcome.record.to_json()}
                      for (lease, outcome), ok in zip(results, applied, strict=True)
                      if not ok and not any(b.matches(lease.url) for b in blocked)]  # fmt: skip
             if stale:
@@ -83,7 +83,7 @@ class CommitStore(CatalogueStore):
             latency = None if row["latency_s"] is None else float(row["latency_s"])
             state = Pacing(float(row["adapt_gap_s"]), latency, float(row["stress"]))
             for lease, outcome in by_origin[row["origin"]]:
-                answer = Answer(outcome.reason, lease.attempts, outcome.record.get("elapsed_s"))
+                answer = Answer(outcome.reason, lease.attempts, outcome.record.elapsed_s)
                 state = adapt(state, answer, float(row["min_gap_s"]), rule)
             updates.append({"gap": state.extra_gap_s, "latency": state.latency_s,
                             "stress": state.stress, "origin": row["origin"]})  # fmt: skip
@@ -179,12 +179,11 @@ class CommitStore(CatalogueStore):
             # an opted-out URL leaves no trace, not even as another page's outlink
             rows = [r for r in rows if r["reason"] != Reason.SUPPRESSED.value]
             records.append({
-                "fetch_id": outcome.record["fetch_id"], "cycle": cycle, "shard": lease.shard,
-                "url": lease.url, "fence": lease.fence,
-                "record": json.dumps(outcome.record, default=str),
+                "fetch_id": outcome.record.fetch_id, "cycle": cycle, "shard": lease.shard,
+                "url": lease.url, "fence": lease.fence, "record": outcome.record.to_json(),
                 "links": json.dumps(rows, default=str),
-                "document": json.dumps(outcome.document, default=str) if outcome.document else None,
-                "body_key": outcome.record.get("body_key"), "committed_at": now,
+                "document": outcome.document.to_json() if outcome.document else None,
+                "body_key": outcome.record.body_key, "committed_at": now,
             })  # fmt: skip
         c.executemany(_INSERT_RECORD, records)
         self._note_novelty(c, results, decided, cycle, now)

@@ -14,6 +14,7 @@ from ..politeness import (
     class_of,
 )
 from ..reasons import Reason
+from ..records import FetchRecord
 from ..robots import RobotsStatus
 from .base import (
     Candidate,
@@ -142,7 +143,7 @@ class OriginStore(StoreCore):
         good: bool = False,
         cycle: str | None = None,
         shard: int | None = None,
-        record: dict[str, Any] | None = None,
+        record: FetchRecord | None = None,
         not_before: float = 0.0,
     ) -> RobotsRecord:
         """Store the robots outcome of `task` (and its fetch record); the version grows only
@@ -152,8 +153,8 @@ class OriginStore(StoreCore):
             if record is not None and cycle is not None and shard is not None:
                 c.execute(
                     _INSERT_RECORD,
-                    {"fetch_id": record["fetch_id"], "cycle": cycle, "shard": shard,
-                     "url": record["url"], "fence": 0, "record": json.dumps(record, default=str),
+                    {"fetch_id": record.fetch_id, "cycle": cycle, "shard": shard,
+                     "url": record.url, "fence": 0, "record": record.to_json(),
                      "links": "[]", "document": None, "body_key": None, "committed_at": now},
                 )  # fmt: skip
             row = c.execute(

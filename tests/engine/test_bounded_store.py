@@ -13,6 +13,7 @@ from atlas_pipeline.coordination import (
     Suppression,
     UrlState,
 )
+from atlas_pipeline.records import FetchRecord
 from tests.engine.test_coordination import (  # noqa: F401  (backend: the two-backend fixture)
     CYCLE,
     LEASE_S,
@@ -39,7 +40,7 @@ def _commit(store: CoordinationStore, cycle: str, url: str, now: float, body: st
     assert isinstance(lease, Lease) and lease.url == url, lease
     fetch_id = f"f-{cycle}-{url[-1]}"
     res = Outcome(UrlState.FETCHED, "fetched", now + TTL, 200,
-                  record={"fetch_id": fetch_id, "url": url, "body_key": body})  # fmt: skip
+                  record=FetchRecord(fetch_id=fetch_id, url=url, body_key=body))  # fmt: skip
     assert store.commit(lease, res, cycle, now + 1)
     return fetch_id
 

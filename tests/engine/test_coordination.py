@@ -27,6 +27,7 @@ from atlas_pipeline.coordination import (
 )
 from atlas_pipeline.coordination.migrate import LATEST, revision_numbers
 from atlas_pipeline.errors import CoordinationError, StoreUnavailable
+from atlas_pipeline.records import FetchRecord
 from atlas_pipeline.urls import origin_of
 
 TOKEN = "AtlasBot"
@@ -56,7 +57,7 @@ def outcome(status: int = 200, reason: str = "fetched", due_at: float = T0 + TTL
         reason=reason,
         due_at=due_at,
         status=status,
-        record={"fetch_id": f"f-{status}-{reason}-{due_at}"},
+        record=FetchRecord(fetch_id=f"f-{status}-{reason}-{due_at}"),
     )
 
 
@@ -480,7 +481,7 @@ def test_commit_with_the_current_fence_succeeds(store: SqliteStore) -> None:
     row = rows_by_url(store)[lease.url]
     assert (row["state"], row["last_status"], row["fence"]) == ("fetched", 200, 1)
     assert [r["record"]["fetch_id"] for r in store.fetch_records(CYCLE, SHARD)] == [
-        outcome(status=200).record["fetch_id"]
+        outcome(status=200).record.fetch_id
     ]
     assert store.stale_attempts() == []
     assert isinstance(claim(store, now + 100), Drained)
@@ -517,7 +518,7 @@ def test_stale_fence_commit_is_rejected(store: SqliteStore, newer_commits_first:
     stale_rows = store.stale_attempts()
     assert [(r["url"], r["fence"], r["cycle"]) for r in stale_rows] == [(old.url, old.fence, CYCLE)]
     recorded = [r["record"]["fetch_id"] for r in store.fetch_records(CYCLE, SHARD)]
-    assert recorded == [fresh.record["fetch_id"]]
+    assert recorded == [fresh.record.fetch_id]
 
 
 def test_double_commit_of_the_same_lease_is_stale(store: SqliteStore) -> None:
@@ -566,7 +567,9 @@ def test_failed_retryable_url_is_claimed_again_when_due(store: SqliteStore) -> N
     now = ready_origin(store, ["https://news-a.example.test/a"])
     lease = claim(store, now)
     assert isinstance(lease, Lease)
-    retry = Outcome(UrlState.FAILED_RETRYABLE, "http_5xx", now + 100, 503, record={"fetch_id": "r"})
+    retry = Outcome(
+        UrlState.FAILED_RETRYABLE, "http_5xx", now + 100, 503, record=FetchRecord(fetch_id="r")
+    )
     assert store.commit(lease, retry, CYCLE, now)
     assert claim(store, now + 50) == Wait(now + 100)
     again = claim(store, now + 100)
@@ -590,7 +593,7 @@ def test_commit_discovers_links(store: SqliteStore) -> None:
         ({"url": "mailto:x@y", "reason": "scheme_not_allowed"}, None),
     ]
     res = Outcome(
-        UrlState.FETCHED, "fetched", now + TTL, 200, record={"fetch_id": "f"}, links=links
+        UrlState.FETCHED, "fetched", now + TTL, 200, record=FetchRecord(fetch_id="f"), links=links
     )
     assert store.commit(lease, res, CYCLE, now + 1)
     [rec] = store.fetch_records(CYCLE, SHARD)
@@ -855,7 +858,7 @@ def test_commit_batch_applies_current_leases_and_records_stale_ones_in_order(
     store.discover([cand("https://news-a.example.test/c")], CYCLE)
     link = "https://news-a.example.test/new"
     page = lambda fid: Outcome(  # noqa: E731
-        UrlState.FETCHED, "fetched", now + TTL, 200, record={"fetch_id": fid},
+        UrlState.FETCHED, "fetched", now + TTL, 200, record=FetchRecord(fetch_id=fid),
         links=[({"url": link, "reason": "?"}, cand(link, depth=1))],
     )  # fmt: skip
     assert store.commit_batch([(old, page("old")), (new, page("new"))], CYCLE, now + 1) == [
@@ -876,7 +879,7 @@ def test_commit_batch_discovers_a_link_offered_by_two_pages_once(tmp_path: Path)
     assert isinstance(leases, list) and len(leases) == 2
     link = "https://news-a.example.test/shared"
     results = [
-        (x, Outcome(UrlState.FETCHED, "fetched", now + TTL, 200, record={"fetch_id": x.url},
+        (x, Outcome(UrlState.FETCHED, "fetched", now + TTL, 200, record=FetchRecord(fetch_id=x.url),
                     links=[({"url": link, "reason": "?"}, cand(link, depth=1))]))
         for x in leases
     ]  # fmt: skip
@@ -1002,7 +1005,7 @@ def test_referenced_bodies_cover_committed_records_and_current_versions(
     lease = claim(store, now)
     assert isinstance(lease, Lease)
     res = Outcome(UrlState.FETCHED, "fetched", now + TTL, 200, content_hash="k1",
-                  record={"fetch_id": "f1", "body_key": "k1"})  # fmt: skip
+                  record=FetchRecord(fetch_id="f1", body_key="k1"))  # fmt: skip
     assert store.commit(lease, res, CYCLE, now + 1)
     assert store.referenced_bodies() == {"k1"}
 
@@ -1211,7 +1214,7 @@ def _commit_one(store: CoordinationStore, now: float, reason: str, elapsed: floa
     lease = claim(store, now)
     assert isinstance(lease, Lease), lease
     state = UrlState.FAILED_RETRYABLE if reason != "fetched" else UrlState.FETCHED
-    res = Outcome(state, reason, now, 200, record={"fetch_id": f"{now}", "elapsed_s": elapsed})
+    res = Outcome(state, reason, now, 200, record=FetchRecord(fetch_id=f"{now}", elapsed_s=elapsed))
     assert store.commit(lease, res, CYCLE, now)
     return lease
 
@@ -1251,7 +1254,7 @@ def test_a_burst_of_503s_slows_the_origin_only_when_they_repeat_and_health_undoe
         assert isinstance(lease, Lease), lease
         gaps.append(lease.gap_s)
         state = UrlState.FETCHED if reason == "fetched" else UrlState.FAILED_RETRYABLE
-        res = Outcome(state, reason, now + due_in, 200, record={"fetch_id": f"{now}"})
+        res = Outcome(state, reason, now + due_in, 200, record=FetchRecord(fetch_id=f"{now}"))
         assert store.commit(lease, res, CYCLE, now)
         now += lease.gap_s
         return lease
@@ -1590,7 +1593,7 @@ def test_a_suppression_purges_the_store_and_blocks_at_once(tmp_path: Path) -> No
     lease, page = leases[gone[0]], leases[kept]
     link = {"href": gone[1], "url": gone[1], "reason": "admitted"}
     store.commit(page, Outcome(UrlState.FETCHED, "fetched", T0 + TTL, status=200,
-                               record={"fetch_id": "f-kept", "url": kept},
+                               record=FetchRecord(fetch_id="f-kept", url=kept),
                                links=[(link, None)]), CYCLE, later)  # fmt: skip
     purged = store.suppress(Suppression("origin", DOCS), "owner asked", "ticket 7", "ops", later)
     assert purged.urls == 2 and purged.links_rewritten == 1 and purged.origins == [DOCS]

@@ -19,6 +19,7 @@ from atlas_pipeline.coordination import (
     UrlState,
     open_store,
 )
+from atlas_pipeline.records import Document, FetchRecord
 from atlas_pipeline.scope import ScopeGuard
 from atlas_pipeline.traps import (
     Novelty,
@@ -392,8 +393,9 @@ def _done(lease: Lease, links: list[str] = (), doc: str | None = "D") -> tuple[L
     rows = [({"url": SITE + p, "reason": "admitted"}, _cand(p)) for p in links]
     return lease, Outcome(
         UrlState.FETCHED, "fetched", T0 + 86_400, status=200,
-        record={"fetch_id": f"f-{lease.url}"}, links=rows,  # type: ignore[arg-type]
-        document={"text_hash": doc} if doc else None, document_id=doc,
+        record=FetchRecord(fetch_id=f"f-{lease.url}"), links=rows,  # type: ignore[arg-type]
+        document=Document(fetch_id=f"f-{lease.url}", url=lease.url, origin=lease.origin,
+                          text_hash=doc) if doc else None, document_id=doc,
     )  # fmt: skip
 
 

@@ -89,6 +89,7 @@ def test_sweep_bodies_deletes_orphans_and_keeps_committed_bodies(tmp_path: Path)
     from atlas_pipeline.config import load_config
     from atlas_pipeline.coordination import Candidate, Lease, Outcome, UrlState
     from atlas_pipeline.crawl import Engine
+    from atlas_pipeline.records import FetchRecord
 
     cfg_path = write_config(tmp_path / "atlas.yaml", {"data_dir": str(tmp_path / "data"),
                                                       "seeds": ["http://a.example.test/"]})  # fmt: skip
@@ -104,7 +105,7 @@ def test_sweep_bodies_deletes_orphans_and_keeps_committed_bodies(tmp_path: Path)
     lease = store.claim("c0001", 0, 10.0, "AtlasBot", 60.0)
     assert isinstance(lease, Lease)
     store.commit(lease, Outcome(UrlState.FETCHED, "fetched", 1e12, 200, content_hash=committed,
-                                record={"fetch_id": "f", "body_key": committed}), "c0001", 11.0)  # fmt: skip
+                                record=FetchRecord(fetch_id="f", body_key=committed)), "c0001", 11.0)  # fmt: skip
     engine.close()
     for key in (committed, orphan):
         path = bodies.root / key[:2] / key[2:4] / f"{key}.gz"

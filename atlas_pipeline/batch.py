@@ -4,6 +4,10 @@ Per URL: claim (lease + fence, origin clock advanced) -> egress-checked bounded 
 slot released -> body put (idempotent) -> parse in a worker process -> fenced commit that
 stores the fetch record, the document and the parse manifest (links) in one transaction.
 The lake is written from those committed records afterwards, so a crash loses nothing.
+This module is the loop (claims, the send gate, group commits, robots.txt); what an answer
+means is `classify.py`'s pure rule, and what gets committed for it is built in `outcomes.py`.
+It runs past 400 lines because the loop's state (spool, slots, clocks, send locks, hops)
+is one object whose turns must be read together.
 
 The event loop never waits on the store or a disk. Every store call runs on one store thread
 of the batch (`_off`: its own connection, calls in submission order, so a clock pushed when a
@@ -34,9 +38,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from . import defaults as d
-from . import failpoints, outbox
+from . import failpoints
 from .bodies import Bodies
-from .classify import MAX_RETRY_AFTER_S, REDIRECTS, ClassifyPolicy, Next, classify
+from .classify import MAX_RETRY_AFTER_S, REDIRECTS, ClassifyPolicy, classify
 from .config import CrawlConfig
 from .coordination import (
     CoordinationStore,
@@ -47,27 +51,17 @@ from .coordination import (
     UrlState,
     Wait,
 )
-from .coordination.base import override_for
-from .directives import HEADER, header_directives, header_values, meta_directives, meta_names
 from .egress import DnsCachePolicy, EgressGate
 from .errors import CoordinationError, StaleAttempt, StoreUnavailable
 from .fetcher import Response, fetch, make_session
-from .parsing import ExtractorPool, ParserFailure
+from .outcomes import Outcomes, redacted
+from .parsing import ExtractorPool
 from .politeness import origin_gap, parse_retry_after, send_delay
 from .reasons import Reason
-from .records import Document, FetchRecord
-from .recrawl import (
-    FreshnessClass,
-    RevisitPolicy,
-    dump_history,
-    freshness_class,
-    load_history,
-    next_revisit,
-)
+from .records import FetchRecord
 from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
 from .scope import ScopeGuard
-from .sitemaps import SitemapError, parse_sitemap
-from .urls import BadUrl, normalize, origin_of, redact_userinfo, shard_of
+from .urls import BadUrl, normalize, origin_of, shard_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -178,15 +172,9 @@ class FetchBatch:
         self.rng = random.Random()
         self._classify = ClassifyPolicy(cfg.limits.max_attempts, cfg.limits.retry_backoff_s,
                                         cfg.revisit_interval_s)  # fmt: skip
-        r = cfg.recrawl
-        self.revisits = RevisitPolicy(cfg.revisit_interval_s, r.min_interval_s, r.max_interval_s,
-                                      r.jitter, r.max_growth, r.history)  # fmt: skip
-        self._classes = {name: FreshnessClass(name, t.min_priority, t.target_s)
-                         for name, t in cfg.freshness.classes.items()}  # fmt: skip
-        self._overrides: list[dict[str, Any]] = []  # operator revisit bounds, read per batch
-        self._revisit_by_origin: dict[str, RevisitPolicy] = {}
         self._policies: dict[str, RobotsPolicy] = {}
-        self._pending_text: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.outcomes = Outcomes(cfg, self.guard, bodies, pool, self.stats, self.rng,
+                                 self._policies, self._blob, clock)  # fmt: skip
         self._net_active = 0  # requests on the wire
         self._parsing = 0  # fetched pages waiting for or in extraction
         # Fetching pauses at this many pages awaiting extraction: a few per worker, so no
@@ -246,7 +234,7 @@ class FetchBatch:
             d.BODY_THREADS, thread_name_prefix=f"atlas-bodies-{self.shard}"
         )
         try:
-            self._overrides = await self._durably(self.store.policy_overrides)
+            self.outcomes.overrides = await self._durably(self.store.policy_overrides)
             async with make_session(self.cfg, self.gate, self._on_sent) as session:
                 self.session = session
                 yield
@@ -545,7 +533,7 @@ class FetchBatch:
         resp = Response(url=lease.url, status=None, started_at=self.clock())
         resp.detail = detail
         return Outcome(UrlState.FAILED_RETRYABLE, reason.value, until,
-                       record=self._record(lease, resp, reason.value))  # fmt: skip
+                       record=self.outcomes.record(lease, resp, reason.value))  # fmt: skip
 
     async def _fetch_url(self, lease: Lease) -> None:
         try:
@@ -600,21 +588,6 @@ class FetchBatch:
         else:
             self.stats.stale_commits += 1
 
-    def _record(self, lease: Lease, resp: Response, reason: str, **extra: Any) -> FetchRecord:
-        return FetchRecord(
-            kind=lease.kind, url=lease.url, origin=lease.origin, depth=lease.depth,
-            status=resp.status, reason=reason, content_type=resp.headers.get("content-type"),
-            bytes=len(resp.body), started_at=resp.started_at,
-            elapsed_s=round(resp.elapsed_s, 6), etag=resp.headers.get("etag"),
-            last_modified=resp.headers.get("last-modified"),
-            location=_redacted(resp.headers.get("location")), lease_id=lease.lease_id,
-            fence=lease.fence, attempt=lease.attempts, robots_version=lease.robots_version,
-            error=resp.detail,
-            original_url=lease.redirect_chain[0] if lease.redirect_chain else lease.url,
-            redirect_chain=list(lease.redirect_chain), conditional=_conditional(lease),
-            **extra,
-        )  # fmt: skip
-
     async def _outcome(self, lease: Lease, resp: Response) -> Outcome:
         now = self.clock()
         verdict = classify(lease, resp, now, self._classify, self.rng)
@@ -622,215 +595,7 @@ class FetchBatch:
             until = verdict.origin_until
             self._backoffs[lease.origin] = max(self._backoffs.get(lease.origin, 0.0), until)
             await self._push_now(lease.origin, backoff_until=until)
-        reason = verdict.reason.value
-        if (
-            verdict.next is Next.NOT_MODIFIED
-        ):  # the stored document stands; the check cost a request
-            return self._checked(lease, resp, now, changed=False, reason=reason,
-                                 record=self._record(lease, resp, reason))  # fmt: skip
-        if verdict.next is Next.REDIRECT:
-            return self._redirect(lease, resp, verdict.due)
-        if verdict.next is Next.SITEMAP:
-            return self._sitemap(lease, resp, verdict.due)
-        if verdict.next is Next.PARSE:
-            return await self._parsed(lease, resp, verdict.due)
-        extra = {"final_reason": Reason.MAX_ATTEMPTS.value} if verdict.gave_up else {}
-        return Outcome(verdict.state, verdict.state_reason.value, verdict.due, status=resp.status,
-                       record=self._record(lease, resp, reason, **extra))  # fmt: skip
-
-    def _redirect(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
-        # A redirect target is a fresh candidate: it gets scope, dedupe, its own origin's
-        # robots and bucket and the egress gate, exactly like a link (seed 000 ch. 11), and
-        # carries the chain so far, which ends at max_redirects hops or on a repeated URL.
-        location = resp.headers.get("location", "")
-        judged = self.guard.judge(location, lease.url, lease.depth, lease.url, False,
-                                  self._policies.get(lease.origin))  # fmt: skip
-        chain = (*lease.redirect_chain, lease.url)
-        candidate, reason = judged.candidate, judged.reason
-        if judged.url is not None and judged.url in chain:
-            candidate, reason = None, Reason.REDIRECT_LOOP.value
-        elif len(chain) > self.cfg.limits.max_redirects:
-            candidate, reason = None, Reason.REDIRECT_LIMIT.value
-        elif candidate is not None:
-            candidate = replace(candidate, via=chain)
-        row = {"href": judged.stored_href(location), "url": judged.url,
-               "target_origin": candidate.origin if candidate else None,
-               "anchor": "", "nofollow": False, "depth": lease.depth, "reason": reason,
-               "kind": "redirect", "session_id_stripped": judged.session_id_stripped}  # fmt: skip
-        record = self._record(lease, resp, Reason.REDIRECT.value, final_url=judged.url)
-        return Outcome(UrlState.FETCHED, Reason.REDIRECT.value, revisit, status=resp.status,
-                       record=record, links=[(row, candidate)])  # fmt: skip
-
-    def _sitemap(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
-        """A sitemap's entries become candidates like links (scope, traps, robots at claim
-        time), its <priority> and <lastmod> feeding theirs; an index's entries are sitemaps."""
-        try:
-            sitemap = parse_sitemap(resp.body, self.cfg.discovery.sitemap_max_bytes)
-        except SitemapError as exc:
-            record = self._record(lease, resp, Reason.SITEMAP_UNREADABLE.value, error=str(exc))
-            return Outcome(UrlState.QUARANTINED, Reason.SITEMAP_UNREADABLE.value, revisit,
-                           status=resp.status, record=record)  # fmt: skip
-        links = self.guard.sitemap_entries(sitemap, lease.url, lease.depth, self.clock())
-        record = self._record(lease, resp, Reason.FETCHED.value, entries=len(sitemap.entries))
-        return Outcome(UrlState.FETCHED, Reason.FETCHED.value, revisit, status=resp.status,
-                       record=record, links=links)  # fmt: skip
-
-    async def _extract(self, key: str, lease: Lease, resp: Response) -> dict[str, Any]:
-        """Links for this URL always; text only if these bytes were never extracted before."""
-        cached = await self._blob(self.bodies.get_extraction, key, d.EXTRACTION_VERSION)
-        pending = self._pending_text.get(key)
-        mine: asyncio.Future[dict[str, Any]] | None = None
-        if cached is None and pending is None:
-            mine = asyncio.get_running_loop().create_future()
-            self._pending_text[key] = mine
-        try:
-            fut = self.pool.submit(resp.body, lease.url, resp.charset, mine is not None,
-                                   meta_names(self.cfg.robots_token))  # fmt: skip
-            parsed = await asyncio.wrap_future(fut)
-            if mine is not None:
-                await self._blob(self.bodies.put_extraction, key, d.EXTRACTION_VERSION,
-                                 parsed["extraction"])  # fmt: skip
-                mine.set_result(parsed["extraction"])
-                self.stats.extracted += 1
-            else:
-                if cached is None:
-                    assert pending is not None  # one of the two exists when `mine` is None
-                    cached = await asyncio.shield(pending)
-                parsed["extraction"] = cached
-                self.stats.extraction_reused += 1
-            return parsed
-        except BaseException as exc:
-            if mine is not None and not mine.done():
-                mine.set_exception(exc)
-                mine.exception()  # retrieved here; waiters re-raise it themselves
-            raise
-        finally:
-            if mine is not None:
-                self._pending_text.pop(key, None)
-
-    async def _parsed(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
-        key = await self._blob(self.bodies.put, resp.body)
-        now = self.clock()
-        token = self.cfg.robots_token
-        said = header_directives(header_values(resp.headers.get(HEADER)), token)
-        # A URL whose document is withheld (noindex) holds a marked id: see outbox.withheld_id.
-        withheld = lease.document_id is not None and outbox.delivered_id(lease.document_id) is None
-        # The same bytes as last time: nothing to re-parse, unless the X-Robots-Tag header
-        # disagrees with what the URL holds (the same meta tags cannot tell it apart).
-        if key == lease.content_hash and said.noindex == withheld:
-            return self._checked(
-                lease, resp, now, changed=False, reason=Reason.CONTENT_UNCHANGED.value,
-                record=self._record(lease, resp, Reason.CONTENT_UNCHANGED.value, body_key=key),
-                content_hash=key,
-            )  # fmt: skip
-        try:
-            parsed = await self._extract(key, lease, resp)
-        except ParserFailure as exc:  # crashed, looped or ballooned: this page only
-            record = self._record(lease, resp, exc.reason, body_key=key, error=exc.detail)
-            return Outcome(UrlState.QUARANTINED, exc.reason, revisit, status=resp.status,
-                           record=record)  # fmt: skip
-        rules = said | meta_directives(parsed["meta"], token)
-        links = self._page_links(lease, parsed, rules.nofollow)
-        ext = parsed["extraction"]
-        # what the URL holds: the text, or the text withheld (a change in either is news)
-        holds = outbox.withheld_id(ext["text_hash"]) if rules.noindex else ext["text_hash"]
-        if holds == lease.document_id:  # other bytes (a clock, an ad), same text
-            return self._checked(
-                lease, resp, now, changed=False, reason=Reason.CONTENT_UNCHANGED.value,
-                record=self._record(lease, resp, Reason.CONTENT_UNCHANGED.value, body_key=key),
-                content_hash=key, links=links,
-            )  # fmt: skip
-        record = self._record(lease, resp, Reason.FETCHED.value, body_key=key)
-        withdrawn = outbox.delivered_id(lease.document_id) if rules.noindex else None
-        document = Document(
-            fetch_id=record.fetch_id, url=lease.url, origin=lease.origin, title=ext["title"],
-            author=ext["author"], published=ext["date"], description=ext["description"],
-            language=parsed["language"], text_hash=ext["text_hash"],
-            text_chars=len(ext["text"]), canonical_hint=parsed["canonical"],
-            charset=parsed["charset"], body_key=key, links_out=len(links),
-            extraction_version=ext["extraction_version"], fetched_at=resp.started_at,
-            # noindex: stored and deduped, not indexed; what an earlier upsert delivered for
-            # this URL is withdrawn by a delete event (outbox.upsert_events)
-            index_reason=Reason.NOINDEX.value if rules.noindex else None,
-            withdrawn_document_id=withdrawn,
-        )  # fmt: skip
-        return self._checked(
-            lease, resp, now, changed=lease.document_id is not None,
-            reason=Reason.FETCHED.value, record=record, content_hash=key, links=links,
-            document=document, document_id=holds,
-        )  # fmt: skip
-
-    def _revisit_policy(self, origin: str) -> RevisitPolicy:
-        """The configured bounds, or an operator's for this origin or its domain."""
-        policy = self._revisit_by_origin.get(origin)
-        if policy is None:
-            lo = override_for(self._overrides, origin, "revisit_min_s")
-            hi = override_for(self._overrides, origin, "revisit_max_s")
-            policy = replace(self.revisits,
-                             min_interval_s=lo if lo is not None else self.revisits.min_interval_s,
-                             max_interval_s=hi if hi is not None else self.revisits.max_interval_s)  # fmt: skip
-            self._revisit_by_origin[origin] = policy
-        return policy
-
-    def _freshness_target(self, priority: float) -> float:
-        """A URL's freshness class target: its revisit interval never exceeds it."""
-        return self._classes[freshness_class(priority, list(self._classes.values()))].target_s
-
-    def _page_links(
-        self, lease: Lease, parsed: dict[str, Any], nofollow: bool = False
-    ) -> list[Any]:
-        """The page's link rows and candidates. A page that says nofollow (meta robots or
-        X-Robots-Tag) has its links recorded as meta_nofollow and none queued, unless
-        scope.follow_nofollow, the rule rel=nofollow follows; its canonical hint and the
-        parent paths are not links it offers, and stand."""
-        base = lease.url
-        if parsed["base_href"]:
-            try:
-                base = normalize(parsed["base_href"], lease.url, self.guard.tracking)
-            except BadUrl:
-                base = lease.url
-        rows = self.guard.page_links(parsed["links"], base, lease.url, lease.depth,
-                                     self._policies.get(lease.origin), parsed["canonical"])  # fmt: skip
-        if not nofollow or self.cfg.scope.follow_nofollow:
-            return rows
-        # the links scope would have queued (admitted or robots-blocked); rejected ones keep
-        # the reason that came first, as a rel=nofollow link keeps its own
-        return [({**row, "reason": Reason.META_NOFOLLOW.value}, None)
-                if row["kind"] == "link" and cand is not None else (row, cand)
-                for row, cand in rows]  # fmt: skip
-
-    def _checked(
-        self,
-        lease: Lease,
-        resp: Response,
-        now: float,
-        changed: bool,
-        reason: str,
-        record: FetchRecord,
-        **content: Any,
-    ) -> Outcome:
-        """A content check: its observation joins the URL's history, which sets the next
-        visit; an answer to a conditional request says whether the validators told the truth."""
-        observed = None
-        if lease.document_id is not None and lease.last_checked_at is not None:
-            observed = (max(now - lease.last_checked_at, 0.0), changed)
-        plan = next_revisit(self._revisit_policy(lease.origin),
-                            load_history(lease.change_history), observed,
-                            lease.priority, lease.revisit_interval_s, self.rng,
-                            self._freshness_target(lease.priority))  # fmt: skip
-        validators = None
-        if _conditional(lease):
-            # a 200 for content that had not changed: the ETag churns or the origin ignores
-            # conditional requests (seed 003 decision 16); a 304 or a real change is honest
-            validators = "honest" if resp.status == 304 or changed else "misleading"
-        return Outcome(
-            UrlState.FETCHED, reason, now + plan.interval_s, status=resp.status,
-            etag=resp.headers.get("etag"), last_modified=resp.headers.get("last-modified"),
-            record=record, checked=True, changed=changed,
-            change_history=dump_history(plan.history), revisit_reason=plan.reason,
-            revisit_interval_s=plan.interval_s, change_rate=plan.rate_per_s,
-            validators=validators, **content,
-        )  # fmt: skip
+        return await self.outcomes.settle(lease, resp, verdict, now)
 
     # robots --------------------------------------------------------------------------
     async def _fetch_robots(self, task: RobotsTask) -> None:
@@ -870,7 +635,7 @@ class FetchBatch:
             kind="robots", url=url, origin=task.origin, status=resp.status, reason=status.value,
             content_type=resp.headers.get("content-type"), bytes=len(resp.body),
             started_at=resp.started_at, elapsed_s=round(resp.elapsed_s, 6),
-            location=_redacted(resp.headers.get("location")), lease_id=task.lease_id,
+            location=redacted(resp.headers.get("location")), lease_id=task.lease_id,
             error=resp.detail,
         )  # fmt: skip
         try:
@@ -987,14 +752,3 @@ async def _interruptible(batch: FetchBatch) -> BatchStats:
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         signal.signal(signal.SIGINT, previous)  # asyncio would leave Python's default
-
-
-def _conditional(lease: Lease) -> bool:
-    """Were validators sent? Not to an origin whose validators proved misleading: there the
-    content hash alone decides (seed 003 decision 16)."""
-    return lease.conditional and bool(lease.etag or lease.last_modified)
-
-
-def _redacted(location: str | None) -> str | None:
-    """A Location header as the fetch record keeps it: credentials never stored."""
-    return None if location is None else redact_userinfo(location)

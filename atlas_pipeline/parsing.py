@@ -198,6 +198,9 @@ def _worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int = 0)
     and exits, so the next document starts in a fresh one. It dies with its parent."""
     if parent_pid:
         _die_with(parent_pid)
+    # Below the fetch loop: on a busy machine a parse waits, a request's send does not.
+    with contextlib.suppress(OSError):
+        os.nice(d.PARSER_NICENESS)
     _warm()
     limit = _mapped_bytes() + memory_mb * 1024 * 1024 if memory_mb else 0
     if limit:

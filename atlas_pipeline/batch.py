@@ -53,9 +53,9 @@ from .coordination import (
 )
 from .egress import DnsCachePolicy, EgressGate
 from .errors import CoordinationError, StaleAttempt, StoreUnavailable
+from .extractor_pool import ExtractorPool
 from .fetcher import Response, fetch, make_session
 from .outcomes import Outcomes, redacted
-from .parsing import ExtractorPool
 from .politeness import origin_gap, parse_retry_after, send_delay
 from .reasons import Reason
 from .records import FetchRecord

@@ -20,8 +20,8 @@ from .bodies import Bodies, open_bodies
 from .config import CrawlConfig
 from .coordination import BatchLease, CoordinationStore, OriginPolicy, TrapCaps, open_store
 from .errors import BatchInterrupted
+from .extractor_pool import ExtractorPool, ParserFailure, shared_pool
 from .lake import Lake, Written
-from .parsing import ExtractorPool, ParserFailure, shared_pool
 from .scope import ScopeGuard
 from .urls import BadUrl, normalize, shard_key
 
@@ -354,3 +354,4 @@ def reextract(
         failed,
         len(gone),
     )
+

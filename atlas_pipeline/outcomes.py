@@ -23,8 +23,8 @@ from .config import CrawlConfig
 from .coordination import Lease, Outcome, UrlState
 from .coordination.base import override_for
 from .directives import HEADER, header_directives, header_values, meta_directives, meta_names
+from .extractor_pool import ExtractorPool, ParserFailure
 from .fetcher import Response
-from .parsing import ExtractorPool, ParserFailure
 from .reasons import Reason
 from .records import Document, FetchRecord
 from .recrawl import (

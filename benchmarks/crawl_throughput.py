@@ -282,7 +282,7 @@ def _measure_end(start: tuple[float, float, float]) -> dict[str, Any]:
 def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
     from atlas_pipeline.config import config_from_mapping
     from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
-    from atlas_pipeline.parsing import close_shared
+    from atlas_pipeline.extractor_pool import close_shared
 
     web = _web(args.origins, args.pages, args.port)
     with tempfile.TemporaryDirectory(prefix="atlas-bench-") as tmp_s:

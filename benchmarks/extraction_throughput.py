@@ -48,7 +48,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from atlas_pipeline.parsing import ExtractorPool, parse_page, text_hash  # noqa: E402
+from atlas_pipeline.extractor_pool import ExtractorPool  # noqa: E402
+from atlas_pipeline.parsing import parse_page, text_hash  # noqa: E402
 
 SEED = 7
 WARMUP_SEED = SEED + 1

@@ -35,8 +35,8 @@ from atlas_pipeline.crawl import (
     fetch_shard,
     plan_frontier,
 )
+from atlas_pipeline.extractor_pool import ExtractorPool
 from atlas_pipeline.lake import Lake
-from atlas_pipeline.parsing import ExtractorPool
 from atlas_pipeline.reasons import Reason
 from atlas_pipeline.sandbox import SandboxServer, SandboxWeb, dupes
 from atlas_pipeline.sandbox.site import EXTERNAL_HOST, normalize_url

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from atlas_pipeline.parsing import ExtractorPool, ParserFailure
+from atlas_pipeline.extractor_pool import ExtractorPool, ParserFailure
 
 
 def page(paragraphs: int) -> bytes:
@@ -89,7 +89,7 @@ def test_without_limits_the_same_documents_parse() -> None:
 
 _ORPHAN_PARENT = """
 import sys, time
-from atlas_pipeline.parsing import ExtractorPool
+from atlas_pipeline.extractor_pool import ExtractorPool
 from tests.engine.test_parser_isolation import page
 pool = ExtractorPool(1, cpu_s=120.0, memory_mb=0)
 fut = pool.submit(page(200_000), "http://a.example.test/", None, True)  # a long parse

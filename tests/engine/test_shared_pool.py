@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from atlas_pipeline.parsing import shared_pool
+from atlas_pipeline.extractor_pool import shared_pool
 from tests.engine.test_parser_isolation import page
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ import multiprocessing, sys
 from concurrent.futures import ProcessPoolExecutor
 
 def parse_in_worker():
-    from atlas_pipeline.parsing import shared_pool
+    from atlas_pipeline.extractor_pool import shared_pool
     from tests.engine.test_parser_isolation import page
     pool = shared_pool(1, 10.0, 0)
     pool.submit(page(3), "http://a.test/", None, True).result(timeout=60)

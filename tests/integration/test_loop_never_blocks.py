@@ -21,7 +21,7 @@ import pytest
 from atlas_pipeline.batch import BatchStats, FetchBatch
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, plan_frontier
-from atlas_pipeline.parsing import ExtractorPool
+from atlas_pipeline.extractor_pool import ExtractorPool
 from tests.conftest import SandboxProcess, sandbox_config
 
 STORE_CALL_S = 0.2

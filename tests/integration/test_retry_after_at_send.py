@@ -23,7 +23,7 @@ from atlas_pipeline.batch import BatchStats, FetchBatch
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.coordination import Lease, RobotsTask
 from atlas_pipeline.crawl import Engine, plan_frontier
-from atlas_pipeline.parsing import ExtractorPool
+from atlas_pipeline.extractor_pool import ExtractorPool
 from atlas_pipeline.reasons import Reason
 from atlas_pipeline.sandbox import lab
 from tests.conftest import SandboxProcess, running_sandbox, sandbox_config

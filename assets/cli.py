@@ -184,7 +184,27 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         raise AtlasError("atlas crawl needs --config FILE (or $ATLAS_CONFIG)")
     ok = _crawl(cfg, config_path, args.cycles, args.parallel)
     print_summary(cfg)
-    return 0 if ok else 1
+    if not ok:
+        return 1
+    return _seeds_reached(cfg)
+
+
+def _seeds_reached(cfg: CrawlConfig) -> int:
+    """1, with one line saying why, when the runs succeeded but no seed was ever fetched."""
+    from atlas_pipeline.crawl import Engine, unreached_seeds
+
+    engine = Engine.from_config(cfg)
+    try:
+        unreached = unreached_seeds(engine)
+    finally:
+        engine.close()
+    if not unreached:
+        return 0
+    shown = "; ".join(f"{seed} ({why})" for seed, why in unreached[:5])
+    more = f"; and {len(unreached) - 5} more" if len(unreached) > 5 else ""
+    print(f"atlas: no seed could be fetched: {shown}{more}. Check the seeds, the network and "
+          "the sites' robots.txt (atlas inspect URL shows each attempt)", file=sys.stderr)  # fmt: skip
+    return 1
 
 
 def demo_config(data_dir: Path, port: int) -> dict[str, object]:

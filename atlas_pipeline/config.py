@@ -434,13 +434,11 @@ class CrawlConfig(_Section):
     @field_validator("seeds")
     @classmethod
     def _seed_urls(cls, seeds: list[str]) -> list[str]:
-        for seed in seeds:
-            if has_userinfo(seed):  # checked first: no message may repeat the credentials
-                raise ValueError(
-                    f"seed {redact_userinfo(seed)!r} names a user or password (user:password@"
-                    "host): refused, as credentials are never stored or sent; remove them"
-                )
-            _check_http_url(seed)
+        for i, seed in enumerate(seeds):
+            try:
+                check_seed(seed)
+            except ValueError as exc:
+                raise ValueError(f"seeds[{i}]: {exc}") from None
         return seeds
 
     @field_validator("resolve")
@@ -532,6 +530,27 @@ def _check_http_url(url: str) -> None:
         raise ValueError(f"{url!r} is not an http(s) URL with a host")
 
 
+def check_seed(seed: str) -> None:
+    """ValueError unless `seed` is a URL the crawl can queue: http(s), a host, no
+    credentials, and one that normalizes (a valid host and port), the same test a link
+    passes, so a bad seed fails when the config loads rather than mid-crawl."""
+    if has_userinfo(seed):  # checked first: no message may repeat the credentials
+        raise ValueError(
+            f"seed {redact_userinfo(seed)!r} names a user or password (user:password@"
+            "host): refused, as credentials are never stored or sent; remove them"
+        )
+    try:
+        _check_http_url(seed)
+    except ValueError as exc:
+        raise ValueError(f"seed {exc}") from None
+    try:
+        normalize(seed)
+    except BadUrl as exc:
+        raise ValueError(
+            f"seed {seed!r} is not a URL Atlas can fetch ({exc}); fix or remove it"
+        ) from None
+
+
 def _format_error(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
@@ -575,11 +594,22 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _read_seeds_file(path: Path) -> list[str]:
+    """The file's seeds; a bad one fails in one line naming the file and its line."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"seeds_file {path}: cannot read it ({exc.strerror})") from None
-    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    seeds = []
+    for n, line in enumerate(lines, 1):
+        seed = line.strip()
+        if not seed or seed.startswith("#"):
+            continue
+        try:
+            check_seed(seed)
+        except ValueError as exc:
+            raise ConfigError(f"seeds_file {path}:{n}: {exc}") from None
+        seeds.append(seed)
+    return seeds
 
 
 def _anchor(path: Path | None, base: Path) -> Path | None:
@@ -609,11 +639,10 @@ def config_from_mapping(
     seeds = list(cfg.seeds)
     seeds_file = _anchor(cfg.seeds_file, base_dir)
     if seeds_file is not None:
-        extra = _read_seeds_file(seeds_file)
         try:
-            CrawlConfig._seed_urls(extra)
-        except ValueError as exc:
-            raise ConfigError(f"{source}: seeds_file {seeds_file}: {exc}") from None
+            extra = _read_seeds_file(seeds_file)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
         seeds += [s for s in extra if s not in seeds]
     return cfg.model_copy(
         update={

@@ -22,6 +22,7 @@ from .coordination import BatchLease, CoordinationStore, OriginPolicy, TrapCaps,
 from .errors import BatchInterrupted
 from .extractor_pool import ExtractorPool, ParserFailure, shared_pool
 from .lake import Lake, Written
+from .robots import RobotsStatus
 from .scope import ScopeGuard
 from .urls import BadUrl, normalize, shard_key
 
@@ -355,3 +356,30 @@ def reextract(
         len(gone),
     )
 
+
+def unreached_seeds(engine: Engine) -> list[tuple[str, str]]:
+    """(seed, why) for every seed when none of them was ever fetched (the scope guard refused
+    it, or every attempt failed); empty as soon as one seed was. A crawl that reached none of
+    its seeds fetched nothing it was asked for, whatever its runs reported."""
+    guard = ScopeGuard(engine.cfg)
+    out = []
+    for seed in engine.cfg.seeds:
+        judged = guard.judge(seed, seed, 0, None)
+        if judged.candidate is None or judged.url is None:
+            out.append((seed, f"refused: {judged.reason}"))
+            continue
+        row = engine.store.url_row(judged.url)
+        if row is None:
+            out.append((seed, "never queued"))
+        elif row["state"] == "fetched" or 200 <= (row["last_status"] or 0) < 400:
+            return []
+        elif (robots := engine.store.robots(row["origin"])) is not None and robots.status in (
+            RobotsStatus.UNREACHABLE,
+            RobotsStatus.THROTTLED,
+        ):
+            # RFC 9309: while robots.txt cannot be read, nothing of the origin is fetched
+            out.append((seed, f"robots.txt {robots.status}, so nothing of its origin was fetched"))
+        else:
+            status = f"HTTP {row['last_status']}, " if row["last_status"] else ""
+            out.append((seed, f"{status}{row['reason'] or row['state']}"))
+    return out

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .config import CrawlConfig
+from .config import CrawlConfig, check_seed
 from .coordination import Candidate, UrlState
 from .egress import EgressGate
 from .errors import ConfigError, EgressRefused
@@ -95,6 +95,10 @@ def read_feed(path: Path | None) -> list[tuple[str, float | None]]:
             raise ConfigError(f"{path}:{n}: priority {rated!r} is not a number") from None
         if priority is not None and not 0.0 <= priority <= 1.0:
             raise ConfigError(f"{path}:{n}: priority {priority} is not between 0 and 1")
+        try:
+            check_seed(url.strip())
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{n}: {exc}") from None
         out.append((url.strip(), priority))
     return out
 

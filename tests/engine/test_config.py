@@ -341,3 +341,49 @@ def test_user_agent_rfc9309_tokens_accepted(ua: str, token: str, tmp_path: Path)
     cfg = load_config(write(tmp_path / "crawl.yaml", {"user_agent": ua}))
     assert cfg.user_agent == ua
     assert cfg.robots_token == token
+
+
+BAD_SEEDS = [
+    ("http://exa mple.com/", "bad host"),
+    ("http://a.example.test:99999/", "bad port"),
+    ("ftp://a.example.test/", "not an http(s) URL"),
+    ("http:///no-host", "not an http(s) URL"),
+    ("a.example.test/page", "not an http(s) URL"),
+]
+
+
+@pytest.mark.parametrize(("seed", "why"), BAD_SEEDS, ids=[s for s, _ in BAD_SEEDS])
+def test_a_bad_seed_fails_at_load_naming_its_position(tmp_path: Path, seed: str, why: str) -> None:
+    raw = {"seeds": ["http://ok.example.test/", seed], "data_dir": str(tmp_path)}
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping(raw, base_dir=tmp_path)
+    msg = str(info.value)
+    assert_one_line(msg)
+    assert "seeds[1]" in msg and repr(seed) in msg and why in msg, msg
+
+
+@pytest.mark.parametrize(("seed", "why"), BAD_SEEDS, ids=[s for s, _ in BAD_SEEDS])
+def test_a_bad_line_of_a_seeds_file_fails_naming_its_line(
+    tmp_path: Path, seed: str, why: str
+) -> None:
+    (tmp_path / "seeds.txt").write_text(f"# seeds\nhttp://ok.example.test/\n{seed}\n", "utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path / "crawl.yaml", {"seeds_file": "seeds.txt"}))
+    msg = str(info.value)
+    assert_one_line(msg)
+    assert f"seeds.txt:3: seed {seed!r}" in msg and why in msg, msg
+
+
+@pytest.mark.parametrize(("seed", "why"), BAD_SEEDS, ids=[s for s, _ in BAD_SEEDS])
+def test_a_bad_line_of_the_partner_feed_fails_naming_its_line(
+    tmp_path: Path, seed: str, why: str
+) -> None:
+    from atlas_pipeline.scope import read_feed
+
+    feed = tmp_path / "feed.txt"
+    feed.write_text(f"http://ok.example.test/\t0.5\n\n{seed}\t0.2\n", "utf-8")
+    with pytest.raises(ConfigError) as info:
+        read_feed(feed)
+    msg = str(info.value)
+    assert_one_line(msg)
+    assert f"feed.txt:3: seed {seed!r}" in msg and why in msg, msg

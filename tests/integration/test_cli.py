@@ -178,3 +178,29 @@ def test_optout_set_policy_and_retention_from_the_cli(tmp_path: Path) -> None:
         engine.close()
     assert actions[:2] == ["suppress", "purge_store"] and actions.count("set_policy") == 2
     assert actions[-1] == "retention"
+
+
+def test_a_crawl_that_reaches_no_seed_exits_non_zero_saying_why(tmp_path: Path) -> None:
+    """One seed on a loopback port nothing listens on (mapped like the sandbox's hosts), one
+    the egress gate refuses: the runs succeed, the crawl fetched nothing it was asked for."""
+    import socket
+
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dead = f"http://dead.example.test:{port}/"
+    cfg = write_config(tmp_path / "atlas.yaml", {
+        "seeds": [dead, "http://10.1.2.3/"], "data_dir": str(tmp_path), "shards": 1,
+        "resolve": {"dead.example.test": "127.0.0.1"}, "resolve_only": True,
+        "limits": {"max_attempts": 2, "retry_backoff_s": 0.1, "batch_max_idle_s": 5},
+    })  # fmt: skip
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+    res = run_atlas("crawl", "--config", str(cfg), env=env)
+    assert res.returncode == 1, (res.stdout[-2000:], res.stderr[-2000:])
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("atlas: ")]
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert lines[0].startswith("atlas: no seed could be fetched: ")
+    # its robots.txt could not be fetched (connection refused), so none of its pages was asked for
+    assert f"{dead} (robots.txt unreachable, so nothing of its origin was fetched)" in lines[0]
+    assert "http://10.1.2.3/ (refused: " in lines[0]
+    assert "ok" in res.stdout  # every run itself succeeded

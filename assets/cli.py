@@ -107,12 +107,19 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int) -> bo
             ok = ok and run.success
             print(f"  {cycle} shard_{run.shard:03d}  run {run.run_id[:8]}  {status}")
 
+    def unfinished(pending: list[tuple[str, int]]) -> None:
+        if pending:
+            names = ", ".join(f"{c} shard_{s:03d}" for c, s in pending)
+            print(f"Finishing {len(pending)} partition(s) an earlier crawl left unfinished "
+                  f"first: {names}")  # fmt: skip
+
     with dg.DagsterInstance.get() as instance, CycleProgress(cfg) as progress:
         started = time.time()
-        run_cycles(cfg, config_path, cycles, instance, parallel, on_cycle=report,
-                   on_start=progress.start)  # fmt: skip
+        runs = run_cycles(cfg, config_path, cycles, instance, parallel, on_cycle=report,
+                          on_start=progress.start, on_unfinished=unfinished)  # fmt: skip
         progress.stop()
-        print(f"{cycles} cycle(s) x {cfg.shards} shard(s) in {time.time() - started:.1f} s")
+        print(f"{cycles} new cycle(s) x {cfg.shards} shard(s), {len(runs)} run(s) in "
+              f"{time.time() - started:.1f} s")  # fmt: skip
     return ok
 
 
@@ -182,7 +189,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     )
     if config_path is None:
         raise AtlasError("atlas crawl needs --config FILE (or $ATLAS_CONFIG)")
-    ok = _crawl(cfg, config_path, args.cycles, args.parallel)
+    ok = _crawl(cfg, config_path, 0 if args.resume else args.cycles, args.parallel)
     print_summary(cfg)
     if not ok:
         return 1
@@ -540,7 +547,10 @@ def parser() -> argparse.ArgumentParser:
     indexer.set_defaults(func=cmd_indexer)
     crawl = sub.add_parser("crawl", help="add cycle partitions and materialize them")
     crawl.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
-    crawl.add_argument("--cycles", type=int, default=1)
+    crawl.add_argument("--cycles", type=int, default=1,
+                       help="new cycles to add, after any an earlier crawl left unfinished")  # fmt: skip
+    crawl.add_argument("--resume", action="store_true",
+                       help="only finish what an earlier crawl left unfinished (--cycles 0)")  # fmt: skip
     crawl.add_argument(
         "--parallel", type=int, default=0, help="shard runs at once (default: all shards)"
     )

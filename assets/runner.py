@@ -19,6 +19,7 @@ from pathlib import Path
 import dagster as dg
 
 from atlas_pipeline.config import CrawlConfig, load_config
+from atlas_pipeline.crawl import Engine, unfinished_partitions
 
 from .definitions import CRAWL_JOB, build_definitions
 from .partitions import CYCLE_PARTITIONS, next_cycle_key, partition_key
@@ -81,32 +82,54 @@ def run_cycles(
     parallel: int = 0,
     on_cycle: Callable[[str, list[ShardRun]], None] | None = None,
     on_start: Callable[[str], None] | None = None,
+    on_unfinished: Callable[[list[tuple[str, int]]], None] | None = None,
 ) -> list[ShardRun]:
-    """Add `cycles` new cycle partitions and materialize every shard of each, in order.
+    """Finish every partition an earlier crawl left unfinished (killed or failed between its
+    claim and its lake write), then add `cycles` new cycle partitions and materialize every
+    shard of each, in order.
 
     Shards of one cycle run side by side in worker processes (as a run launcher would run
     them), reused across cycles so Python and Dagster start once per worker.
     """
     workers = min(parallel or cfg.shards, cfg.shards)
     results: list[ShardRun] = []
+    engine = Engine.from_config(cfg)
+    try:
+        pending = unfinished_partitions(engine, instance.get_dynamic_partitions(CYCLE_PARTITIONS))
+    finally:
+        engine.close()
+    if on_unfinished is not None:
+        on_unfinished(pending)
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        for _ in range(cycles):
-            cycle = next_cycle_key(instance.get_dynamic_partitions(CYCLE_PARTITIONS))
-            instance.add_dynamic_partitions(CYCLE_PARTITIONS, [cycle])
+        plan = [(cycle, [s for c, s in pending if c == cycle])
+                for cycle in dict.fromkeys(c for c, _ in pending)]  # fmt: skip
+        for n in range(len(plan) + cycles):
+            if n < len(plan):
+                cycle, shards = plan[n]
+            else:
+                cycle = next_cycle_key(instance.get_dynamic_partitions(CYCLE_PARTITIONS))
+                instance.add_dynamic_partitions(CYCLE_PARTITIONS, [cycle])
+                shards = list(range(cfg.shards))
             if on_start is not None:
                 on_start(cycle)
-            futures = [pool.submit(run_shard, config_path, cycle, s) for s in range(cfg.shards)]
-            try:
-                batch = [f.result() for f in futures]
-            except KeyboardInterrupt:
-                # The shard runs got the Ctrl-C too (one process group) and stop gracefully:
-                # wait for them to commit what they fetched; start no shard still queued.
-                print("interrupted: the shard runs are committing what they fetched "
-                      "(Ctrl-C again stops at once)", file=sys.stderr, flush=True)  # fmt: skip
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
+            batch = _run_shards(pool, config_path, cycle, shards)
             results.extend(batch)
             if on_cycle is not None:
                 on_cycle(cycle, batch)
     return results
+
+
+def _run_shards(
+    pool: ProcessPoolExecutor, config_path: str | None, cycle: str, shards: list[int]
+) -> list[ShardRun]:
+    futures = [pool.submit(run_shard, config_path, cycle, s) for s in shards]
+    try:
+        return [f.result() for f in futures]
+    except KeyboardInterrupt:
+        # The shard runs got the Ctrl-C too (one process group) and stop gracefully: wait
+        # for them to commit what they fetched; start no shard still queued.
+        print("interrupted: the shard runs are committing what they fetched "
+              "(Ctrl-C again stops at once)", file=sys.stderr, flush=True)  # fmt: skip
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise

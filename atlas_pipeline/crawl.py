@@ -383,3 +383,21 @@ def unreached_seeds(engine: Engine) -> list[tuple[str, str]]:
             status = f"HTTP {row['last_status']}, " if row["last_status"] else ""
             out.append((seed, f"{status}{row['reason'] or row['state']}"))
     return out
+
+
+def unfinished_partitions(engine: Engine, cycles: Iterable[str]) -> list[tuple[str, int]]:
+    """(cycle, shard) of `cycles` whose fetch batch started but whose partition is not all in
+    the lake: a batch lease with no lake write at its fence (a run killed, or failed, between
+    its claim and its write), or committed records still waiting in the store. Re-running the
+    partition finishes it: its write takes the waiting records, nothing is fetched twice."""
+    out = []
+    for cycle in cycles:
+        for shard in range(engine.cfg.shards):
+            lease = engine.store.batch_lease(cycle, shard)
+            if lease is None:
+                continue
+            written = engine.store.lake_write(cycle, shard)
+            if (written is None or written < lease.fence
+                    or engine.store.fetch_record_count(cycle, shard)):  # fmt: skip
+                out.append((cycle, shard))
+    return out

@@ -204,3 +204,40 @@ def test_a_crawl_that_reaches_no_seed_exits_non_zero_saying_why(tmp_path: Path) 
     assert f"{dead} (robots.txt unreachable, so nothing of its origin was fetched)" in lines[0]
     assert "http://10.1.2.3/ (refused: " in lines[0]
     assert "ok" in res.stdout  # every run itself succeeded
+
+
+def test_a_partition_a_crash_left_unwritten_is_finished_by_the_next_crawl(
+    sandbox: SandboxProcess, tmp_path: Path
+) -> None:
+    """A shard run SIGKILLed after its batch committed everything, before its lake write: the
+    store holds the pages, the lake none. The next `atlas crawl` runs that partition again
+    before its new cycle, and every page lands in the lake once; `--resume` then has
+    nothing left to do and adds no cycle."""
+    from atlas_pipeline.sandbox import normalize_url
+
+    cfg = write_config(tmp_path / "atlas.yaml", sandbox_config(sandbox, tmp_path, shards=1))
+    home = tmp_path / "dagster_home"
+    env = {k: v for k, v in os.environ.items() if k != "ATLAS_FAILPOINTS"}
+    env["DAGSTER_HOME"] = str(home)
+    crashed = run_atlas("crawl", "--config", str(cfg),
+                        env={**env, "ATLAS_FAILPOINTS": "before_lake_write=1:kill"})  # fmt: skip
+    assert crashed.returncode != 0
+    documents = tmp_path / "lake" / "crawl" / "documents"
+    assert not documents.exists() or pl.read_delta(str(documents)).height == 0
+
+    res = run_atlas("crawl", "--config", str(cfg), env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Finishing 1 partition(s) an earlier crawl left unfinished first: c0001 shard_000" in (
+        res.stdout
+    )
+    assert re.search(r"c0001 shard_000  run \w+  ok", res.stdout), res.stdout
+    assert re.search(r"c0002 shard_000  run \w+  ok", res.stdout), res.stdout
+    docs = pl.read_delta(str(documents))
+    assert docs.height == docs["url"].n_unique()  # no document twice
+    assert set(docs["url"]) == {normalize_url(u) for u in sandbox.web.crawlable(50)}
+
+    again = run_atlas("crawl", "--config", str(cfg), "--resume", env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Finishing" not in again.stdout and "0 new cycle(s)" in again.stdout
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        assert instance.get_dynamic_partitions("crawl_cycle") == ["c0001", "c0002"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import socket
@@ -167,19 +168,32 @@ class CycleProgress:
     def _run(self, cycle: str) -> None:
         from atlas_pipeline.crawl import Engine
 
-        engine = Engine.from_config(self.cfg)
+        engine: Engine | None = None
         progress = bar(0, f"cycle {cycle}", "url")
         try:
             while True:
-                done, total = engine.store.cycle_progress(cycle)
-                progress.total = max(total, done)
-                progress.n = done
+                # A store that stops answering stops the bar, not the crawl's own runs (they
+                # have their own outage rules): say so and keep asking.
+                try:
+                    engine = engine or Engine.from_config(self.cfg)
+                    done, total = engine.store.cycle_progress(cycle)
+                except AtlasError as exc:
+                    progress.set_postfix_str(f"store unreachable, retrying ({exc})"[:120])
+                    if engine is not None:
+                        with contextlib.suppress(Exception):
+                            engine.close()
+                    engine = None
+                else:
+                    progress.total = max(total, done)
+                    progress.n = done
+                    progress.set_postfix_str("")
                 progress.refresh()
                 if self._stop.wait(0.5):
                     break
         finally:
             progress.close()
-            engine.close()
+            if engine is not None:
+                engine.close()
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:

@@ -83,3 +83,42 @@ def test_a_store_outage_mid_batch_holds_results_and_loses_nothing(
     assert docs.height == docs["url"].n_unique() == len(fetched - sandbox.web.sitemap_urls())
     print(f"outage {stats.store_outage_s:.1f} s, results held {stats.max_held}")
     engine.close()
+
+
+def test_the_crawl_progress_bar_survives_a_store_outage(
+    tmp_path: Path,
+    proxied_store_url: tuple[str, TcpProxy],
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`atlas crawl`'s progress thread reads the store twice a second: through a cut it says
+    the store is unreachable and keeps asking, and once the store is back it counts again."""
+    from assets.cli import CycleProgress
+    from atlas_pipeline.config import config_from_mapping
+    from atlas_pipeline.crawl import Engine, plan_frontier
+
+    url, proxy = proxied_store_url
+    cfg = config_from_mapping({"seeds": ["http://a.example.test/"], "data_dir": str(tmp_path),
+                               "coordination_url": url, "shards": 1}, base_dir=tmp_path)  # fmt: skip
+    engine = Engine.from_config(cfg)
+    plan_frontier(engine, "c0001", 0)
+    engine.close()
+    monkeypatch.setenv("ATLAS_PROGRESS", "1")
+    died: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    progress = CycleProgress(cfg)
+    progress.start("c0001")
+    time.sleep(1.5)
+    proxy.cut()
+    time.sleep(2.5)
+    thread = progress._thread
+    assert thread is not None and thread.is_alive() and died == []
+    proxy.restore()
+    time.sleep(2.0)
+    progress.stop()
+    err = capfd.readouterr().err
+    assert "store unreachable, retrying" in err, err[-2000:]
+    assert died == [] and "Traceback" not in err
+    # after the cut the bar counted again: its last frame has the URL count and no warning
+    last = err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "cycle c0001" in last and "/1 " in last and "unreachable" not in last, last

@@ -16,7 +16,7 @@ from atlas_pipeline.crawl import (
     fetch_shard,
     plan_frontier,
 )
-from atlas_pipeline.errors import BatchInterrupted
+from atlas_pipeline.errors import BatchInterrupted, StoreOutageTooLong
 from atlas_pipeline.lake import frame
 from atlas_pipeline.report import write_report
 from atlas_pipeline.urls import shard_key
@@ -126,6 +126,11 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
                 raise dg.Failure(str(exc), allow_retries=False,
                                  metadata={"committed": exc.committed,
                                            "given_back": exc.given_back}) from exc  # fmt: skip
+            except StoreOutageTooLong as exc:
+                # A retry 5 s later meets the same outage and buries this message under
+                # connect errors: it is the run's failure, and re-running the partition is
+                # what the message asks for once the store is back.
+                raise dg.Failure(str(exc), allow_retries=False) from exc
         if result.superseded_by is not None:
             context.log.warning(
                 f"batch fence {result.lease.fence} was superseded by fence {result.superseded_by}"

@@ -52,7 +52,7 @@ from .coordination import (
     Wait,
 )
 from .egress import DnsCachePolicy, EgressGate
-from .errors import CoordinationError, StaleAttempt, StoreUnavailable
+from .errors import StaleAttempt, StoreOutageTooLong, StoreUnavailable
 from .extractor_pool import ExtractorPool
 from .fetcher import Response, fetch, make_session
 from .outcomes import Outcomes, redacted
@@ -127,7 +127,7 @@ class StoreOutage:
             self.stats.store_outages += 1
             log.warning("coordination store unreachable, holding results and claims: %s", exc)
         elif now - self.down_since > self.limit_s:
-            raise CoordinationError(
+            raise StoreOutageTooLong(
                 f"the coordination store {self.store_url} was unreachable for "
                 f"{now - self.down_since:.0f} s (limits.store_outage_s = {self.limit_s:g}): {exc}. "
                 "Uncommitted results are fetched again once their leases expire; "

@@ -48,6 +48,12 @@ class EgressRefused(AtlasError):
         self.detail = detail
 
 
+class StoreOutageTooLong(CoordinationError):
+    """The store stayed unreachable past `limits.store_outage_s` during a fetch batch: the
+    batch stops (its uncommitted URLs come back when their leases expire); retrying the
+    step at once would only meet the same outage, so the message is the failure."""
+
+
 class LakeError(AtlasError):
     """A Delta table could not be read or written."""
 

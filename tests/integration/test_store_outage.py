@@ -122,3 +122,53 @@ def test_the_crawl_progress_bar_survives_a_store_outage(
     # after the cut the bar counted again: its last frame has the URL count and no warning
     last = err.replace("\r", "\n").strip().splitlines()[-1]
     assert "cycle c0001" in last and "/1 " in last and "unreachable" not in last, last
+
+
+def test_an_outage_past_its_limit_fails_the_fetch_step_once_with_its_own_message(
+    sandbox: SandboxProcess, tmp_path: Path, proxied_store_url: tuple[str, TcpProxy]
+) -> None:
+    """Through Dagster: past limits.store_outage_s the fetch step fails with the readable
+    message, and its RetryPolicy does not start it again (a retry would meet the same
+    outage, and its connect errors would bury the message)."""
+    import dagster as dg
+
+    from assets.definitions import CRAWL_JOB, build_definitions
+    from assets.partitions import CYCLE_PARTITIONS, partition_key
+    from atlas_pipeline.config import load_config
+    from tests.conftest import write_config
+
+    url, proxy = proxied_store_url
+    cfg_path = write_config(tmp_path / "atlas.yaml", sandbox_config(
+        sandbox, tmp_path, shards=1, coordination_url=url,
+        politeness={"min_gap_s": 0.05, "max_in_flight": 1},
+        limits={"total_timeout_s": 5, "lease_margin_s": 10, "store_outage_s": 1},
+    ))  # fmt: skip
+    cfg = load_config(cfg_path)
+    job = build_definitions(cfg, str(cfg_path), None).resolve_job_def(CRAWL_JOB)
+    sandbox.log.clear()
+    done: list[dg.ExecuteInProcessResult] = []
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(CYCLE_PARTITIONS, ["c0001"])
+        run = threading.Thread(target=lambda: done.append(job.execute_in_process(
+            instance=instance, partition_key=str(partition_key("c0001", 0)),
+            raise_on_error=False)))  # fmt: skip
+        run.start()
+        deadline = time.time() + 60
+        while len(_pages(sandbox)) < 15 and time.time() < deadline:
+            time.sleep(0.01)
+        proxy.cut()
+        try:
+            run.join(timeout=120)
+        finally:
+            proxy.restore()
+        assert not run.is_alive() and done, "the run did not end after the outage"
+    result = done[0]
+    assert not result.success
+    events = [e.event_type_value for e in result.all_events]
+    assert "STEP_UP_FOR_RETRY" not in events, events
+    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert len(failures) == 1 and failures[0].step_key == "fetch_batch", failures
+    failure = failures[0].step_failure_data.user_failure_data  # raised as a dg.Failure
+    assert failure is not None, failures[0].step_failure_data
+    message = failure.description or ""
+    assert "was unreachable for" in message and "re-run this partition" in message, message

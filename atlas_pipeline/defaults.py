@@ -74,8 +74,6 @@ CYCLE_CRON = "0 */6 * * *"  # the crawl schedule's cadence: a new cycle every si
 # Extraction
 EXTRACTION_VERSION = "trafilatura-2.3.1/v1"
 PARSE_BACKLOG_PER_WORKER = 4  # queued parse jobs per pool worker before fetching pauses
-# Extraction workers yield the CPU to the fetch loop (whose timing is the origins' gaps)
-PARSER_NICENESS = 5
 # Results are committed in groups: when this many wait, or the oldest has waited this long
 # (one discovery and one transaction per group, not per page; the slot went back already).
 COMMIT_GROUP = 16

@@ -2,7 +2,7 @@
 
 A parser that crashes, loops or balloons costs that document (ParserFailure), never the
 batch. One pool per process and limits (`shared_pool`) lives across batches; its workers
-start with it, run below the fetch loop's priority and die with their parent.
+start with it and die with their parent.
 """
 
 from __future__ import annotations
@@ -60,9 +60,6 @@ def _worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int = 0)
     and exits, so the next document starts in a fresh one. It dies with its parent."""
     if parent_pid:
         _die_with(parent_pid)
-    # Below the fetch loop: on a busy machine a parse waits, a request's send does not.
-    with contextlib.suppress(OSError):
-        os.nice(d.PARSER_NICENESS)
     warm()
     limit = _mapped_bytes() + memory_mb * 1024 * 1024 if memory_mb else 0
     if limit:

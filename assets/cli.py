@@ -98,6 +98,7 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int) -> bo
 
     _check_store(cfg)
     home = ensure_dagster_home(cfg)
+    os.environ["ATLAS_CONFIG"] = config_path  # the code location and its runs load this config
     print(f"Dagster instance: {home}")
     ok = True
 
@@ -116,7 +117,7 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int) -> bo
 
     with dg.DagsterInstance.get() as instance, CycleProgress(cfg) as progress:
         started = time.time()
-        runs = run_cycles(cfg, config_path, cycles, instance, parallel, on_cycle=report,
+        runs = run_cycles(cfg, home, cycles, instance, parallel, on_cycle=report,
                           on_start=progress.start, on_unfinished=unfinished)  # fmt: skip
         progress.stop()
         print(f"{cycles} new cycle(s) x {cfg.shards} shard(s), {len(runs)} run(s) in "

@@ -1,4 +1,5 @@
-"""The Definitions that workspace.yaml, `dagster dev` and the `atlas` CLI load."""
+"""The crawl's Definitions (code location `atlas`), which workspace.yaml, `dagster dev` and the
+`atlas` CLI load; the dbt models are their own location (`dbt_definitions.py`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .checks import build_checks, build_recency_checks
 from .crawl import TABLES, build_crawl_assets
 from .operator import OPERATOR_JOBS, retention_schedule
 from .partitions import crawl_partitions
-from .sensors import build_crawl_schedule, build_freshness_sensor, index_delivery
+from .sensors import build_cycle_sensor, build_freshness_schedule, index_delivery
 
 CRAWL_JOB = "crawl_cycle_job"
 FRESHNESS_JOB = "freshness_checks_job"
@@ -42,11 +43,8 @@ def build_definitions(
         assets=crawl_assets,
         asset_checks=[*build_checks(partitions), *recency],
         jobs=[job, freshness_job, *OPERATOR_JOBS],
-        schedules=[
-            build_crawl_schedule(CRAWL_JOB, cfg.freshness.cycle_cron, cfg.shards),
-            retention_schedule(cfg.retention.cron),
-        ],
-        sensors=[index_delivery, build_freshness_sensor(FRESHNESS_JOB)],
+        schedules=[build_freshness_schedule(FRESHNESS_JOB), retention_schedule(cfg.retention.cron)],
+        sensors=[index_delivery, build_cycle_sensor(CRAWL_JOB)],
         resources={"atlas": AtlasCrawl(config_path=config_path, data_dir=data_dir)},
     )
 
@@ -57,8 +55,4 @@ def defs() -> dg.Definitions:
     config_path = os.environ.get(ENV_CONFIG) or None
     data_dir = os.environ.get(ENV_DATA_DIR) or None
     cfg = load_config(config_path, dict(os.environ))
-    from resources.dbt import build_dbt_defs
-
-    return dg.Definitions.merge(
-        build_definitions(cfg, config_path, data_dir), build_dbt_defs(str(cfg.lake_path))
-    )
+    return build_definitions(cfg, config_path, data_dir)

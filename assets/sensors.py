@@ -1,13 +1,18 @@
-"""Sensors and schedules: the indexer outbox leaves the lake here, cycles start on a cadence,
-and the table freshness checks are evaluated."""
+"""Sensors and schedules: the indexer outbox leaves the lake here, cycles start on a cadence
+(a sensor, so that the cycle's partition and its runs are requested together), and the table
+freshness checks are evaluated."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
+from atlas_pipeline.crawl import unfinished_partitions
 from atlas_pipeline.outbox import DeliveryError, deliver, sink_for
 from resources.config import AtlasCrawl
 
@@ -84,46 +89,110 @@ def _deliver_tombstones(
     return sent
 
 
-def build_crawl_schedule(job_name: str, cron: str, shards: int) -> dg.ScheduleDefinition:
-    """Each tick adds the next crawl cycle and runs every shard of it."""
-
-    @dg.schedule(
-        name="crawl_cycle_schedule",
-        cron_schedule=cron,
-        job_name=job_name,
-        description="Starts a new crawl cycle (every shard) on the freshness.cycle_cron cadence.",
-    )
-    def crawl_cycle_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
-        # Schedules cannot return partition requests, so the cycle is added here; the run
-        # keys carry the tick, so a re-evaluated tick starts no second set of runs.
-        tick = context.scheduled_execution_time
-        stamp = tick.strftime("%Y%m%dT%H%M") if tick else "manual"
-        instance = context.instance
-        cycle = next_cycle_key(instance.get_dynamic_partitions(CYCLE_PARTITIONS))
-        instance.add_dynamic_partitions(CYCLE_PARTITIONS, [cycle])
-        return [
-            dg.RunRequest(
-                run_key=f"{stamp}|{shard}",
-                partition_key=crawl_partition_key(cycle, shard),
-                tags={"atlas/cycle": cycle},
-            )
-            for shard in range(shards)
-        ]
-
-    return crawl_cycle_schedule
+CYCLE_SENSOR_INTERVAL_S = 60
+IN_PROGRESS = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
 
 
-def build_freshness_sensor(job_name: str) -> dg.SensorDefinition:
-    """Runs the table recency checks about once an hour."""
+def latest_tick(cron: str, now: float) -> float:
+    """The newest tick of `cron` (UTC) at or before `now`."""
+    # Dagster's own cron arithmetic, the one its schedules use (croniter is not a dependency)
+    from dagster._utils.schedules import get_latest_completed_cron_tick
+
+    moment = datetime.datetime.fromtimestamp(now, datetime.UTC)
+    return get_latest_completed_cron_tick(cron, moment, "UTC").timestamp()
+
+
+@dataclass(frozen=True)
+class CycleCursor:
+    """The last cron tick a cycle was started for, and the tick whose unfinished partitions
+    were already sent again (so a partition that keeps failing delays one tick, not all)."""
+
+    handled: float
+    finishing: float | None = None
+
+    @classmethod
+    def parse(cls, raw: str | None) -> CycleCursor | None:
+        if not raw:
+            return None
+        data = json.loads(raw)
+        return cls(float(data["handled"]), data.get("finishing"))
+
+    def dump(self) -> str:
+        return json.dumps({"handled": self.handled, "finishing": self.finishing})
+
+
+def build_cycle_sensor(job_name: str) -> dg.SensorDefinition:
+    """At each tick of freshness.cycle_cron: finish the partitions an earlier cycle left
+    unfinished, then add the next cycle and request a run of every shard of it, together."""
 
     @dg.sensor(
-        name="freshness_checks_sensor",
+        name="crawl_cycle_sensor",
         job_name=job_name,
-        minimum_interval_seconds=3600,
+        minimum_interval_seconds=CYCLE_SENSOR_INTERVAL_S,
+        description="On the freshness.cycle_cron cadence: re-runs every (cycle, shard) an earlier "
+        "run left unfinished, then adds the next crawl cycle partition and requests a run of "
+        "each of its shards in the same evaluation. A cycle waits while runs of the last one "
+        "are still going.",
+    )
+    def crawl_cycle_sensor(
+        context: dg.SensorEvaluationContext, atlas: AtlasCrawl
+    ) -> dg.SensorResult | dg.SkipReason:
+        cfg = atlas.crawl_config()
+        tick = latest_tick(cfg.freshness.cycle_cron, time.time())
+        cursor = CycleCursor.parse(context.cursor)
+        if cursor is None:  # like a schedule turned on: the first cycle waits for the next tick
+            return dg.SensorResult(
+                skip_reason=f"first evaluation: cycles start at the ticks of "
+                f"{cfg.freshness.cycle_cron!r} from now on",
+                cursor=CycleCursor(tick).dump(),
+            )
+        if tick <= cursor.handled:
+            return dg.SkipReason("no tick of freshness.cycle_cron since the last cycle")
+        active = context.instance.get_runs(
+            dg.RunsFilter(job_name=job_name, statuses=IN_PROGRESS), limit=1
+        )
+        if active:
+            return dg.SkipReason(f"run {active[0].run_id} of an earlier cycle is still going")
+        stamp = time.strftime("%Y%m%dT%H%M", time.gmtime(tick))
+        existing = context.instance.get_dynamic_partitions(CYCLE_PARTITIONS)
+        if cursor.finishing != tick:
+            with atlas.open() as engine:
+                pending = unfinished_partitions(engine, existing)
+            if pending:
+                return dg.SensorResult(
+                    run_requests=[_request(stamp, c, s, "finish") for c, s in pending],
+                    cursor=CycleCursor(cursor.handled, tick).dump(),
+                )
+        cycle = next_cycle_key(existing)
+        return dg.SensorResult(
+            run_requests=[_request(stamp, cycle, s, "cycle") for s in range(cfg.shards)],
+            dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest(CYCLE_PARTITIONS, [cycle])],
+            cursor=CycleCursor(tick).dump(),
+        )
+
+    return crawl_cycle_sensor
+
+
+def _request(stamp: str, cycle: str, shard: int, why: str) -> dg.RunRequest:
+    # the run key carries the tick: an evaluation Dagster repeats starts no second run
+    return dg.RunRequest(
+        run_key=f"{stamp}|{why}|{cycle}|{shard}",
+        partition_key=crawl_partition_key(cycle, shard),
+        tags={"atlas/cycle": cycle, "atlas/source": f"crawl_cycle_sensor ({why})"},
+    )
+
+
+def build_freshness_schedule(job_name: str) -> dg.ScheduleDefinition:
+    """Runs the table recency checks at the top of every hour."""
+    return dg.ScheduleDefinition(
+        name="freshness_checks_schedule",
+        job_name=job_name,
+        cron_schedule="0 * * * *",
         description="Evaluates every lake table's table_recency check once an hour.",
     )
-    def freshness_checks_sensor(context: dg.SensorEvaluationContext) -> dg.RunRequest:
-        hour = int(time.time() // 3600)
-        return dg.RunRequest(run_key=f"freshness-{hour}")
-
-    return freshness_checks_sensor

@@ -288,7 +288,7 @@ class Freshness(_Section):
     table_max_age_s: float = Field(d.TABLE_MAX_AGE_S, gt=0)
     """A lake table whose last write is older than this fails its recency check."""
     cycle_cron: str = d.CYCLE_CRON
-    """Cron cadence of the crawl schedule (a new cycle of every shard per tick)."""
+    """Cron cadence of `crawl_cycle_sensor` (a new cycle of every shard per tick)."""
 
     @field_validator("classes")
     @classmethod

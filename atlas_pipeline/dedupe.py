@@ -16,8 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from datasketch import MinHash, MinHashLSH
+if TYPE_CHECKING:
+    from datasketch import MinHash
 
 METHOD = "minhash-lsh+volatile-lines"
 SPLIT = "split"  # an operator took the URL out of its cluster
@@ -73,6 +75,10 @@ def volatile_only(a: str, b: str, max_words: int) -> bool:
 
 
 def _minhash(text: str, s: Settings) -> MinHash:
+    # datasketch pulls in scipy (0.4 s): imported when a batch dedupes, not by every process
+    # that loads the definitions (each Dagster run does)
+    from datasketch import MinHash
+
     m = MinHash(num_perm=s.num_perm, seed=1)
     m.update_batch(list(shingles(text, s.shingle)) or [b""])
     return m
@@ -91,6 +97,8 @@ def cluster(docs: Sequence[Doc], s: Settings = Settings()) -> list[dict[str, obj
             parent[h] = parent[parent[h]]
             h = parent[h]
         return h
+
+    from datasketch import MinHashLSH
 
     lsh = MinHashLSH(threshold=s.threshold, num_perm=s.num_perm)
     hashes = {}

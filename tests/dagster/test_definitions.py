@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets import dbt_definitions
 from assets.definitions import CRAWL_JOB, defs
 from assets.partitions import cycle_and_shard, next_cycle_key, partition_key
 from tests.conftest import write_config
@@ -24,7 +25,7 @@ def config_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def test_definitions_load_with_crawl_assets_checks_job_and_dbt(config_env: Path) -> None:
+def test_definitions_load_with_crawl_assets_checks_and_job(config_env: Path) -> None:
     d = defs()
     dg.Definitions.validate_loadable(d)
     keys = {k.to_user_string() for k in d.resolve_asset_graph().get_all_asset_keys()}
@@ -35,10 +36,34 @@ def test_definitions_load_with_crawl_assets_checks_job_and_dbt(config_env: Path)
         "crawl/links",
         "crawl/urls",
     } <= keys
-    assert {"stg_fetches", "stg_documents"} <= keys
     assert d.resolve_job_def(CRAWL_JOB).partitions_def is not None
     checks = {c.name for c in d.resolve_asset_graph().asset_check_keys}
     assert {"politeness_audit", "robots_respected", "documents_have_text"} <= checks
+
+
+def test_the_dbt_location_loads_its_models_over_the_crawl_tables(config_env: Path) -> None:
+    """The dbt models are their own code location (a crawl run never imports dbt) and read the
+    crawl location's tables by their asset keys."""
+    d = dbt_definitions.defs()
+    dg.Definitions.validate_loadable(d)
+    graph = d.resolve_asset_graph()
+    models = {
+        k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).is_materializable
+    }
+    assert {"stg_fetches", "stg_documents"} <= models
+    upstream = {p.to_user_string() for k in graph.get_all_asset_keys()
+                for p in graph.get(k).parent_keys}  # fmt: skip
+    assert {"crawl/fetches", "crawl/documents"} <= upstream
+    crawl_keys = {k.to_user_string() for k in defs().resolve_asset_graph().get_all_asset_keys()}
+    assert upstream - models <= crawl_keys  # every source is a table the crawl location makes
+
+
+def test_a_crawl_run_imports_no_dbt(config_env: Path) -> None:
+    code = "import sys, assets.definitions as d; d.defs(); print('dbt' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == "False"
 
 
 def test_shard_count_comes_from_the_config(config_env: Path) -> None:

@@ -35,7 +35,7 @@ def _free_port(preferred: int) -> int:
 
 
 def cmd_web(args: argparse.Namespace) -> int:
-    from atlas_pipeline.sandbox import (
+    from atlas_sandbox import (
         DEFAULT_CANARY_PORT,
         DEFAULT_TRAP_SCALE,
         MAX_TRAP_SCALE,
@@ -61,7 +61,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 
 
 def cmd_canary(args: argparse.Namespace) -> int:
-    from atlas_pipeline.sandbox import DEFAULT_CANARY_PORT, serve_canary_forever
+    from atlas_sandbox import DEFAULT_CANARY_PORT, serve_canary_forever
 
     port = DEFAULT_CANARY_PORT if args.port is None else args.port
     serve_canary_forever(port=port, log_path=Path(args.log) if args.log else None)
@@ -69,8 +69,8 @@ def cmd_canary(args: argparse.Namespace) -> int:
 
 
 def cmd_indexer(args: argparse.Namespace) -> int:
-    from atlas_pipeline.sandbox import DEFAULT_INDEXER_PORT, serve_indexer_forever
-    from atlas_pipeline.sandbox.indexer import StoreError
+    from atlas_sandbox import DEFAULT_INDEXER_PORT, serve_indexer_forever
+    from atlas_sandbox.indexer import StoreError
 
     if args.fail_mode is not None and args.fail_after is None:
         raise AtlasError("--fail-mode only means something with --fail-after")
@@ -230,7 +230,7 @@ def _seeds_reached(cfg: CrawlConfig) -> int:
 
 
 def demo_config(data_dir: Path, port: int) -> dict[str, object]:
-    from atlas_pipeline.sandbox import SandboxWeb
+    from atlas_sandbox import SandboxWeb
 
     web = SandboxWeb(seed=7, generated_origins=DEMO_ORIGINS, pages_per_origin=DEMO_PAGES, port=port)
     return {
@@ -246,7 +246,7 @@ def demo_config(data_dir: Path, port: int) -> dict[str, object]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from atlas_pipeline.sandbox import SandboxServer, SandboxWeb
+    from atlas_sandbox import SandboxServer, SandboxWeb
 
     data_dir = Path(args.data_dir).resolve()
     if data_dir.exists():

@@ -59,7 +59,7 @@ _MIB = 1024.0  # ru_maxrss is in KiB on Linux
 
 
 def _web(origins: int, pages: int, port: int = 8080) -> Any:
-    from atlas_pipeline.sandbox import SandboxWeb
+    from atlas_sandbox import SandboxWeb
 
     if origins < 3:
         raise SystemExit("--origins must be at least 3 (the fixed publishers)")
@@ -193,8 +193,8 @@ class _ThreadCpu:
 
 def serve(origins: int, pages: int) -> None:
     """Server process: prerender every page, then serve until SIGTERM."""
-    import atlas_pipeline.sandbox.site as site
-    from atlas_pipeline.sandbox import serve_forever
+    import atlas_sandbox.site as site
+    from atlas_sandbox import serve_forever
 
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
@@ -388,7 +388,7 @@ def run_baseline(args: argparse.Namespace) -> dict[str, Any]:
 
     import aiohttp
 
-    from atlas_pipeline.sandbox import SandboxResolver
+    from atlas_sandbox import SandboxResolver
 
     web = _web(args.origins, args.pages, args.port)
     urls: list[str] = json.loads(Path(args.urls_file).read_text())

@@ -63,7 +63,7 @@ Page = tuple[bytes, str]  # (body, url)
 
 def make_pages(n: int, seed: int = SEED) -> list[Page]:
     """`n` sandbox pages (bytes, URL), round-robin over origins so any `n` mixes sites."""
-    from atlas_pipeline.sandbox import SandboxWeb
+    from atlas_sandbox import SandboxWeb
 
     origins = max(1, -(-n // PAGES_PER_ORIGIN))
     web = SandboxWeb(

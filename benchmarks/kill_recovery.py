@@ -76,7 +76,7 @@ def run(workdir: Path, kills: int, seed: int) -> Result:
 
     from atlas_pipeline.config import load_config
     from atlas_pipeline.crawl import Engine
-    from atlas_pipeline.sandbox import SandboxWeb, normalize_url
+    from atlas_sandbox import SandboxWeb, normalize_url
 
     rng = random.Random(seed)
     serve = [str(BIN / "atlas"), "web", "--port", "0", "--seed", str(seed),

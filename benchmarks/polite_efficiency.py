@@ -55,7 +55,7 @@ def crawl(
 ) -> dict[str, float]:
     from atlas_pipeline.config import config_from_mapping
     from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
-    from atlas_pipeline.sandbox import SandboxWeb
+    from atlas_sandbox import SandboxWeb
 
     web = SandboxWeb(seed=7, generated_origins=origins - 3, pages_per_origin=pages, port=port,
                      page_kb=(page_kb[0], page_kb[1]))  # fmt: skip

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from atlas_pipeline.sandbox import Changing, SandboxWeb
+from atlas_sandbox import Changing, SandboxWeb
 
 ROOT = Path(__file__).resolve().parents[1]
 

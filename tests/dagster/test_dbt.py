@@ -28,7 +28,7 @@ from atlas_pipeline.lake import SCHEMAS, Lake
 from atlas_pipeline.outbox import DELETE, UPSERT
 from atlas_pipeline.reasons import Reason
 from atlas_pipeline.robots import RobotsStatus
-from atlas_pipeline.sandbox import SandboxServer, SandboxWeb
+from atlas_sandbox import SandboxServer, SandboxWeb
 from resources.dbt import (
     DBT_GROUP,
     DBT_PROJECT_DIR,

@@ -38,8 +38,8 @@ from atlas_pipeline.crawl import (
 from atlas_pipeline.extractor_pool import ExtractorPool
 from atlas_pipeline.lake import Lake
 from atlas_pipeline.reasons import Reason
-from atlas_pipeline.sandbox import SandboxServer, SandboxWeb, dupes
-from atlas_pipeline.sandbox.site import EXTERNAL_HOST, normalize_url
+from atlas_sandbox import SandboxServer, SandboxWeb, dupes
+from atlas_sandbox.site import EXTERNAL_HOST, normalize_url
 from resources.dbt import DBT_GROUP, DBT_PROJECT_DIR, build_dbt_defs, default_duckdb_path
 
 pytestmark = pytest.mark.slow

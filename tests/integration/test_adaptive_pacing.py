@@ -17,8 +17,8 @@ import pytest
 
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
-from atlas_pipeline.sandbox import lab
 from atlas_pipeline.urls import origin_of
+from atlas_sandbox import lab
 from tests.conftest import running_sandbox, sandbox_config
 
 GAP_S = 1.0

@@ -21,7 +21,7 @@ from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.coordination import SqliteStore, Suppression
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
 from atlas_pipeline.optout import opt_out
-from atlas_pipeline.sandbox import changing
+from atlas_sandbox import changing
 from tests.conftest import running_sandbox, sandbox_config
 
 KEY = "shard_000"

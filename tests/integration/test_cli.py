@@ -213,7 +213,7 @@ def test_a_partition_a_crash_left_unwritten_is_finished_by_the_next_crawl(
     store holds the pages, the lake none. The next `atlas crawl` runs that partition again
     before its new cycle, and every page lands in the lake once; `--resume` then has
     nothing left to do and adds no cycle."""
-    from atlas_pipeline.sandbox import normalize_url
+    from atlas_sandbox import normalize_url
 
     cfg = write_config(tmp_path / "atlas.yaml", sandbox_config(sandbox, tmp_path, shards=1))
     home = tmp_path / "dagster_home"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from atlas_pipeline.sandbox import normalize_url
+from atlas_sandbox import normalize_url
 from tests.conftest import SandboxProcess, run_partition_together, sandbox_config, write_config
 
 GAP_S = 0.3

@@ -21,7 +21,7 @@ import pytest
 from atlas_pipeline import defaults
 from atlas_pipeline.config import load_config
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
-from atlas_pipeline.sandbox import normalize_url
+from atlas_sandbox import normalize_url
 from tests.conftest import SandboxProcess, sandbox_config, write_config
 
 WORKER = """

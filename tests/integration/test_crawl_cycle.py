@@ -17,7 +17,7 @@ from assets.definitions import CRAWL_JOB, build_definitions
 from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
 from atlas_pipeline.lake import Lake
-from atlas_pipeline.sandbox import normalize_url
+from atlas_sandbox import normalize_url
 from tests.conftest import SandboxProcess, sandbox_config, write_config
 
 GAP_S = 0.2

@@ -21,8 +21,8 @@ from assets.definitions import CRAWL_JOB, build_definitions
 from assets.partitions import CYCLE_PARTITIONS, partition_key
 from assets.sensors import index_delivery
 from atlas_pipeline.config import load_config
-from atlas_pipeline.sandbox import dupes
 from atlas_pipeline.urls import normalize
+from atlas_sandbox import dupes
 from resources.config import AtlasCrawl
 from tests.conftest import running_indexer, running_sandbox, sandbox_config, write_config
 

@@ -25,8 +25,8 @@ import polars as pl
 import pytest
 
 from atlas_pipeline.lake import Lake
-from atlas_pipeline.sandbox import hostile
 from atlas_pipeline.urls import BadUrl, normalize, origin_of, redact_userinfo
+from atlas_sandbox import hostile
 from tests.conftest import running_canary, running_sandbox, sandbox_config, write_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from atlas_pipeline.bodies import ObjectBodyStore
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier, reextract
 from atlas_pipeline.optout import opt_out, target_of
-from atlas_pipeline.sandbox import dupes
+from atlas_sandbox import dupes
 from tests.conftest import running_sandbox, sandbox_config
 
 BUCKET = "atlas-bodies"

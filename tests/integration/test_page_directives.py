@@ -23,9 +23,9 @@ import pytest
 from atlas_pipeline.config import CrawlConfig, config_from_mapping
 from atlas_pipeline.crawl import Engine, export_urls, fetch_shard, plan_frontier
 from atlas_pipeline.outbox import DELETE, UPSERT
-from atlas_pipeline.sandbox import SandboxServer, SandboxWeb
-from atlas_pipeline.sandbox import directives as site
 from atlas_pipeline.urls import shard_key
+from atlas_sandbox import SandboxServer, SandboxWeb
+from atlas_sandbox import directives as site
 
 HOST = site.HOST
 

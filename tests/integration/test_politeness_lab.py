@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import polars as pl
 import pytest
 
-from atlas_pipeline.sandbox import SandboxWeb, lab
+from atlas_sandbox import SandboxWeb, lab
 from tests.conftest import (
     SandboxProcess,
     private_pg_schema,

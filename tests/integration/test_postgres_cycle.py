@@ -17,7 +17,7 @@ import yaml
 from assets.definitions import CRAWL_JOB, build_definitions
 from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
-from atlas_pipeline.sandbox import normalize_url
+from atlas_sandbox import normalize_url
 from tests.conftest import PG_URL, SandboxProcess, postgres_available, sandbox_config, write_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,8 +26,8 @@ from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
 from atlas_pipeline.coordination import Suppression
 from atlas_pipeline.crawl import Engine
-from atlas_pipeline.sandbox import changing
 from atlas_pipeline.urls import origin_of
+from atlas_sandbox import changing
 from tests.conftest import running_sandbox, sandbox_config, write_config
 
 HOSTS = changing.CHANGING_HOSTS

@@ -14,7 +14,7 @@ import pytest
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier, reextract
 from atlas_pipeline.retention import DAY_S, run_retention
-from atlas_pipeline.sandbox import changing
+from atlas_sandbox import changing
 from tests.conftest import running_sandbox, sandbox_config
 
 

@@ -25,7 +25,7 @@ from atlas_pipeline.coordination import Lease, RobotsTask
 from atlas_pipeline.crawl import Engine, plan_frontier
 from atlas_pipeline.extractor_pool import ExtractorPool
 from atlas_pipeline.reasons import Reason
-from atlas_pipeline.sandbox import lab
+from atlas_sandbox import lab
 from tests.conftest import SandboxProcess, running_sandbox, sandbox_config
 
 SERVER_JITTER_S = 0.05

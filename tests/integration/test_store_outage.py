@@ -17,7 +17,7 @@ import pytest
 
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, FetchResult, fetch_shard, plan_frontier
-from atlas_pipeline.sandbox import normalize_url
+from atlas_sandbox import normalize_url
 from tests.conftest import SandboxProcess, sandbox_config
 from tests.tcpproxy import TcpProxy
 

@@ -16,8 +16,8 @@ import pytest
 
 from atlas_pipeline.config import load_config
 from atlas_pipeline.crawl import Engine, export_urls, fetch_shard, plan_frontier
-from atlas_pipeline.sandbox import traps
 from atlas_pipeline.urls import normalize
+from atlas_sandbox import traps
 from tests.conftest import running_sandbox, sandbox_config, write_config
 
 

@@ -1,7 +1,9 @@
 """Sandbox web: deterministic synthetic websites served on loopback for tests and demos.
 
-Standalone by design: it imports nothing else from ``atlas_pipeline`` and production
-code never imports it.
+Test tooling, not the product: a package of its own beside ``atlas_pipeline``. Standalone by
+design, so it stays an independent oracle: it imports nothing from the engine, and neither
+the engine nor the Dagster definitions import it (tests/sandbox/test_boundary.py); only the
+``atlas web``/``canary``/``indexer``/``demo`` commands and the tests do.
 """
 
 from __future__ import annotations

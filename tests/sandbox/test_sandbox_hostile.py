@@ -23,7 +23,7 @@ import aiohttp
 import protego
 import pytest
 
-from atlas_pipeline.sandbox import (
+from atlas_sandbox import (
     HOSTILE_HOSTS,
     CanaryServer,
     SandboxResolver,

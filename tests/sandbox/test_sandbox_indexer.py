@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from atlas_pipeline.sandbox import IndexerServer
+from atlas_sandbox import IndexerServer
 from tests.conftest import ROOT, running_indexer
 
 Answer = tuple[int, dict[str, str], Any]

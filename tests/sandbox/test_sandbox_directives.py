@@ -11,8 +11,8 @@ import pytest
 
 from atlas_pipeline.directives import Directives, meta_names, page_directives
 from atlas_pipeline.parsing import parse_page
-from atlas_pipeline.sandbox import SandboxServer, SandboxWeb
-from atlas_pipeline.sandbox import directives as site
+from atlas_sandbox import SandboxServer, SandboxWeb
+from atlas_sandbox import directives as site
 from tests.conftest import running_sandbox
 
 TOKEN = "AtlasBot"

@@ -21,8 +21,8 @@ import protego
 import pytest
 
 from atlas_pipeline.parsing import extract_text
-from atlas_pipeline.sandbox import CHANGING_HOSTS, SandboxServer, SandboxWeb, changing
-from atlas_pipeline.sandbox.changing import EPOCH, ETAG_CHURN, NO_CONDITIONAL, RATES
+from atlas_sandbox import CHANGING_HOSTS, SandboxServer, SandboxWeb, changing
+from atlas_sandbox.changing import EPOCH, ETAG_CHURN, NO_CONDITIONAL, RATES
 from tests.conftest import running_sandbox
 
 Response = tuple[int, dict[str, str], bytes]

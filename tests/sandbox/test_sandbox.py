@@ -20,7 +20,7 @@ import aiohttp
 import protego
 import pytest
 
-from atlas_pipeline.sandbox import (
+from atlas_sandbox import (
     EXTERNAL_HOST,
     FIXED_HOSTS,
     LOGGED_HEADERS,
@@ -427,7 +427,7 @@ def test_serve_forever_runs_in_the_foreground_until_sigterm(tmp_path: Path) -> N
     log_path = tmp_path / "web.jsonl"
     code = (
         "from pathlib import Path\n"
-        "from atlas_pipeline.sandbox import SandboxWeb, serve_forever\n"
+        "from atlas_sandbox import SandboxWeb, serve_forever\n"
         f"serve_forever(SandboxWeb(generated_origins=1), port=0, log_path=Path({str(log_path)!r}))\n"
     )
     proc = subprocess.Popen(

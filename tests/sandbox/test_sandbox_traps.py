@@ -25,7 +25,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import protego
 import pytest
 
-from atlas_pipeline.sandbox import TRAP_HOSTS, SandboxServer, SandboxWeb, traps
+from atlas_sandbox import TRAP_HOSTS, SandboxServer, SandboxWeb, traps
 from tests.conftest import ROOT, SandboxProcess, running_sandbox
 
 CALENDAR, SHOP, FEEDS = "calendar.example.test", "shop.example.test", "feeds.example.test"

@@ -20,7 +20,7 @@ import protego
 import pytest
 
 from atlas_pipeline.parsing import extract_text
-from atlas_pipeline.sandbox import DUPES_HOSTS, SandboxServer, SandboxWeb, dupes
+from atlas_sandbox import DUPES_HOSTS, SandboxServer, SandboxWeb, dupes
 from tests.conftest import SandboxProcess, running_sandbox
 
 DUPES = "dupes.example.test"

@@ -6,8 +6,8 @@ run from that location's job snapshot (so the run has a job origin: the UI lists
 job and can re-execute it) and hands it to the instance's run coordinator. With the queued
 coordinator, Dagster's default, a dagster-daemon dequeues runs under `dagster.yaml`'s limits and
 the run launcher starts them; when no daemon serves the instance, `atlas crawl` runs the
-daemon's run-queue loop itself for as long as it waits (one crawl per instance at a time,
-under a lock). A Dagster run costs 0.6-9 s of overhead, so a run covers a whole shard of a
+daemon's run-queue loop itself for as long as it waits (one atlas process per instance at a
+time, under a lock; the others wait on it and take over when it ends). A Dagster run costs 0.6-9 s of overhead, so a run covers a whole shard of a
 cycle. Politeness never depends on how many runs go at once: it lives in the coordination store.
 
 Why private Dagster modules: Dagster's only public way to submit a run from Python is the
@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,9 @@ class Launcher:
         self._workspace: Any = None
         self._stop = threading.Event()
         self._dequeuer: threading.Thread | None = None
+        self._stack_has_lock = False
+        self._serve = False
+        self._process: Any = None
         self.queue_errors: list[str] = []
         self.queue_failure: str | None = None
 
@@ -120,11 +123,13 @@ class Launcher:
         return self
 
     def _enter(self) -> None:
-        serve_queue = self._serves_queue()
-        if serve_queue:
-            self._stack.enter_context(_exclusive(self.home / "atlas-crawl.lock"))
+        self._queue_lock = self.home / "atlas-run-queue.lock"
+        self._serve = self._no_daemon()
+        if self._serve and self._take_queue():
+            # this process serves the queue from the start: whatever an earlier atlas process
+            # left queued or started is dead (the lock was free)
             abandon_unfinished_runs(self.instance)
-        process = self._stack.enter_context(
+        self._process = self._stack.enter_context(
             WorkspaceProcessContext(
                 self.instance,
                 # the crawl's location only: the dbt location (workspace.yaml) runs no crawl
@@ -132,14 +137,11 @@ class Launcher:
                 code_server_log_level="WARNING",
             )
         )
-        self._workspace = process.create_request_context()
+        self._workspace = self._process.create_request_context()
         error = self._workspace.get_code_location_error(LOCATION)
         if error is not None:
             raise AtlasError(f"the code location {LOCATION!r} did not load: {error.message}")
-        if serve_queue:
-            self._dequeuer = threading.Thread(target=self._dequeue, args=(process,),
-                                              name="atlas-run-queue", daemon=True)  # fmt: skip
-            self._dequeuer.start()
+        self._start_serving()
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -149,13 +151,40 @@ class Launcher:
 
     # -- the run queue ----------------------------------------------------------------------
 
-    def _serves_queue(self) -> bool:
+    def _no_daemon(self) -> bool:
         """True when runs would sit in the queue with nobody to take them: the instance queues
         runs and no dagster-daemon has sent a heartbeat lately."""
         if not isinstance(self.instance.run_coordinator, QueuedRunCoordinator):
             return False
         beat = self.instance.get_daemon_heartbeats().get(QueuedRunCoordinatorDaemon.daemon_type())
         return beat is None or time.time() - beat.timestamp > DAEMON_HEARTBEAT_TOLERANCE_S
+
+    def _take_queue(self) -> bool:
+        """The instance's queue lock, if no other atlas process holds it: one process serves
+        the queue (launching every queued run, its own and those of any atlas command waiting
+        beside it, such as `atlas pause` during a crawl); the others wait on it and take over
+        when it ends."""
+        if self._stack_has_lock:
+            return True
+        handle = self._queue_lock.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return False
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        self._stack.callback(handle.close)  # closing the file releases the lock
+        self._stack_has_lock = True
+        return True
+
+    def _start_serving(self) -> None:
+        if self._serve and self._dequeuer is None and self._take_queue():
+            self._dequeuer = threading.Thread(target=self._dequeue, args=(self._process,),
+                                              name="atlas-run-queue", daemon=True)  # fmt: skip
+            self._dequeuer.start()
 
     def _dequeue(self, process: WorkspaceProcessContext) -> None:
         """What dagster-daemon's run-queue daemon does, in this process: launch queued runs as
@@ -231,6 +260,7 @@ class Launcher:
             if waiting:
                 if self.queue_failure is not None:
                     raise AtlasError(self.queue_failure)
+                self._start_serving()  # the process that served the queue may have ended
                 time.sleep(POLL_S)
 
     def cancel(self, run_ids: list[str]) -> None:
@@ -278,8 +308,8 @@ UNFINISHED = [
 
 
 def abandon_unfinished_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Runs a killed crawl left queued or started. Only called while this process holds the
-    instance's crawl lock and no daemon serves it, so none of them can still be running; left
+    """Runs a killed crawl left queued or started. Only called when this process took the
+    instance's queue lock free and no daemon serves it, so none of them can still be running; left
     alone, they would count against the queue's limit for their shard and their fetch steps
     would keep their `atlas_fetch` pool slots, forever (dagster-daemon's run monitoring does
     the same for runs it finds dead). Their partitions are finished again by
@@ -314,25 +344,3 @@ def free_slots_of_finished_runs(instance: dg.DagsterInstance) -> int:
             storage.free_concurrency_slots_for_run(run_id)
             freed += 1
     return freed
-
-
-@contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            raise AtlasError(
-                f"another atlas crawl ({handle.read().strip() or 'pid unknown'}) is using the "
-                f"Dagster instance at {path.parent}: wait for it, run dagster-daemon for the "
-                "instance so that crawls can share it, or give this crawl its own DAGSTER_HOME"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

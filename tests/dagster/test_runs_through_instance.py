@@ -165,7 +165,7 @@ def test_the_daemon_launches_every_shard_run_and_the_ui_re_executes_one(
             assert len(runs) == 3 and all(r.is_success for r in runs)
             # the daemon launched them (this crawl did not serve the queue), each in its own
             # process
-            assert not (home / "atlas-crawl.lock").exists()
+            assert not (home / "atlas-run-queue.lock").exists()
             pids = set()
             for run in runs:
                 events = instance.all_logs(run.run_id)

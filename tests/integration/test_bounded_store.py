@@ -156,7 +156,7 @@ def _db_size(db: Path) -> int:
 
 
 def test_three_demo_cycles_keep_the_store_the_size_of_the_first(tmp_path: Path) -> None:
-    from assets.cli import DEMO_ORIGINS, DEMO_PAGES, demo_config
+    from assets.cli.sandbox import DEMO_ORIGINS, DEMO_PAGES, demo_config
 
     with running_sandbox(tmp_path / "requests.jsonl", DEMO_ORIGINS, DEMO_PAGES) as server:
         cfg = config_from_mapping(demo_config(tmp_path / "data", server.port), base_dir=tmp_path)

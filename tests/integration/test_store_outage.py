@@ -93,7 +93,7 @@ def test_the_crawl_progress_bar_survives_a_store_outage(
 ) -> None:
     """`atlas crawl`'s progress thread reads the store twice a second: through a cut it says
     the store is unreachable and keeps asking, and once the store is back it counts again."""
-    from assets.cli import CycleProgress
+    from assets.cli.crawl import CycleProgress
     from atlas_pipeline.config import config_from_mapping
     from atlas_pipeline.crawl import Engine, plan_frontier
 

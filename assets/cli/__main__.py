@@ -1,0 +1,7 @@
+"""`python -m assets.cli`."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

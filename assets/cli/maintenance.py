@@ -1,0 +1,89 @@
+"""Maintenance and reads: `atlas config`, `atlas sweep-bodies`, `atlas reextract`,
+`atlas inspect`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from atlas_pipeline.config import dump_config, load_config
+from atlas_pipeline.errors import ConfigError
+
+from .common import bar
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, dict(os.environ))
+    print(dump_config(cfg), end="")
+    return 0
+
+
+def cmd_sweep_bodies(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, dict(os.environ))
+    grace_s = args.grace_hours * 3600
+    if grace_s < 2 * cfg.lease_s:
+        raise ConfigError(
+            f"--grace-hours {args.grace_hours:g} is shorter than two leases "
+            f"({2 * cfg.lease_s:g} s): a body put by a running batch could be swept before "
+            "its commit; use a longer grace"
+        )
+    from atlas_pipeline.crawl import Engine
+
+    engine = Engine.from_config(cfg)
+    try:
+        report = engine.bodies.sweep_orphans(engine.store.referenced_bodies, grace_s)
+    finally:
+        engine.close()
+    print(f"scanned {report.scanned} bodies, deleted {report.deleted} orphans "
+          f"({report.bytes / 1e6:.1f} MB) from {cfg.bodies_path}")  # fmt: skip
+    return 0
+
+
+def cmd_reextract(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, dict(os.environ))
+    from atlas_pipeline.crawl import Engine, reextract
+
+    shards = [args.shard] if args.shard is not None else list(range(cfg.shards))
+    engine = Engine.from_config(cfg)
+    try:
+        for shard in shards:
+            with bar(0, f"re-extract {args.cycle} shard {shard}", "doc") as progress:
+
+                def tick(n: int, total: int, progress: Any = progress) -> None:
+                    progress.total = total
+                    progress.update(n - progress.n)
+
+                done = reextract(engine, args.cycle, shard, on_progress=tick)
+            print(f"{args.cycle} shard {shard}: {done.documents.rows} documents re-extracted "
+                  f"from stored bodies ({done.failed} failed again, {done.expired} bodies past retention; "
+                  "those kept as they were)")  # fmt: skip
+    finally:
+        engine.close()
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """A URL's whole history: discovery, catalogue state, fetches, robots, documents, events."""
+    import json
+
+    from atlas_pipeline.crawl import Engine
+    from atlas_pipeline.inspect import check_crawl_data, inspect_url, render
+
+    cfg = load_config(args.config, dict(os.environ))
+    check_crawl_data(cfg.coordination)
+    engine = Engine.from_config(cfg)
+    try:
+        found = inspect_url(engine, args.url)
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps(found.as_json(), indent=2, default=str))
+    elif found.known:
+        print(render(found, args.limit), end="")
+    if not found.known:
+        print(f"atlas: {found.url} was never seen by this crawl\nhint: {found.hint}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0

@@ -1,12 +1,15 @@
-"""Operator controls as Dagster jobs: the same engine calls as `atlas pause`, `atlas resume`
-and `atlas optout`, launched from the UI's launchpad with their config; every one is audited
-(who, when, why) in the coordination store's operator_log."""
+"""Operator controls as Dagster jobs, launched from the UI's launchpad with their config and by
+`atlas pause`, `resume`, `set-policy`, `optout` and `retention` (which submit these same jobs,
+so both paths leave a run and cannot drift); every one is audited (who, when, why) in the
+coordination store's operator_log."""
 
 import time
 
 import dagster as dg
+from pydantic import Field
 
 from atlas_pipeline.coordination.base import POLICY_KEYS
+from atlas_pipeline.coordination.operator import policy_settings
 from atlas_pipeline.optout import opt_out, target_of
 from atlas_pipeline.retention import run_retention
 from resources.config import AtlasCrawl
@@ -32,7 +35,7 @@ class OptOutConfig(dg.Config):
 
 
 class PolicyConfig(dg.Config):
-    """Settings for an origin URL or a registrable domain; a negative value removes one."""
+    """Settings for an origin URL or a registrable domain; `unset` names settings to remove."""
 
     scope: str = "origin"
     value: str
@@ -43,33 +46,41 @@ class PolicyConfig(dg.Config):
     priority: float | None = None
     revisit_min_s: float | None = None
     revisit_max_s: float | None = None
+    unset: list[str] = Field(default_factory=list)
 
 
 @dg.op
 def set_origin_policy(
     context: dg.OpExecutionContext, config: PolicyConfig, atlas: AtlasCrawl
-) -> None:
+) -> dg.Output[None]:
     """Set rate limits, priority or revisit bounds for an origin or domain (a new version)."""
     target = target_of(config.scope, config.value)
-    given = {k: getattr(config, k) for k in POLICY_KEYS if getattr(config, k) is not None}
-    settings = {k: (None if v < 0 else v) for k, v in given.items()}
+    settings = policy_settings({k: getattr(config, k) for k in POLICY_KEYS}, config.unset)
     with atlas.open() as engine:
         version = engine.store.set_policy(target, settings, config.reason, config.who,
                                           time.time())  # fmt: skip
     context.log.info(f"{target.scope} {target.value}: policy v{version} {settings}")
+    return dg.Output(
+        None, metadata={"version": version, "target": f"{target.scope} {target.value}"}
+    )
 
 
 @dg.op
-def pause_origin(context: dg.OpExecutionContext, config: PauseConfig, atlas: AtlasCrawl) -> None:
+def pause_origin(
+    context: dg.OpExecutionContext, config: PauseConfig, atlas: AtlasCrawl
+) -> dg.Output[None]:
     """Pause: no claim of the origin (or the domain's origins) from the next one on."""
     target = target_of(config.scope, config.value)
     with atlas.open() as engine:
         engine.store.pause(target.scope, target.value, config.reason, config.who, time.time())
     context.log.info(f"paused {target.scope} {target.value}")
+    return dg.Output(None, metadata={"target": f"{target.scope} {target.value}"})
 
 
 @dg.op
-def resume_origin(context: dg.OpExecutionContext, config: PauseConfig, atlas: AtlasCrawl) -> None:
+def resume_origin(
+    context: dg.OpExecutionContext, config: PauseConfig, atlas: AtlasCrawl
+) -> dg.Output[None]:
     """Lift a pause."""
     target = target_of(config.scope, config.value)
     with atlas.open() as engine:
@@ -77,6 +88,7 @@ def resume_origin(context: dg.OpExecutionContext, config: PauseConfig, atlas: At
             target.scope, target.value, config.reason, config.who, time.time()
         )
     context.log.info(f"{'resumed' if lifted else 'was not paused:'} {target.scope} {target.value}")
+    return dg.Output(None, metadata={"lifted": lifted, "target": f"{target.scope} {target.value}"})
 
 
 @dg.op
@@ -121,12 +133,20 @@ def set_policy_job() -> None:
     set_origin_policy()
 
 
+class RetentionConfig(dg.Config):
+    """Who applies it (the schedule's runs: dagster:retention_job)."""
+
+    who: str = "dagster:retention_job"
+
+
 @dg.op
-def apply_retention(context: dg.OpExecutionContext, atlas: AtlasCrawl) -> dg.Output[None]:
+def apply_retention(
+    context: dg.OpExecutionContext, config: RetentionConfig, atlas: AtlasCrawl
+) -> dg.Output[None]:
     """Expire raw bodies and superseded documents past their retention; purge suppressed
     targets again."""
     with atlas.open() as engine:
-        report = run_retention(engine, who="dagster:retention_job")
+        report = run_retention(engine, who=config.who)
     return dg.Output(
         None,
         metadata={

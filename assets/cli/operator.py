@@ -5,31 +5,61 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
+from pathlib import Path
 from typing import Any
 
-from atlas_pipeline.config import load_config
-from atlas_pipeline.errors import ConfigError
+from atlas_pipeline.config import ENV_CONFIG, load_config
+from atlas_pipeline.errors import AtlasError
 
-from .common import bar
+
+def run_job(args: argparse.Namespace, job: str, op: str, op_config: dict[str, Any]) -> Any:
+    """Submit a run of the operator job `job` to the Dagster instance, as the UI's launchpad
+    does, wait for it, and return its step output's metadata (values). A failed run raises
+    with its step's own error."""
+    import dagster as dg
+
+    from ..launcher import QUIET, Launcher, ensure_dagster_home, failure_message
+    from .common import _check_store
+
+    cfg = load_config(args.config, dict(os.environ))
+    config_path = str(Path(args.config).resolve()) if args.config else os.environ.get(ENV_CONFIG)
+    if config_path:
+        os.environ[ENV_CONFIG] = config_path  # the code location and the run load this config
+    _check_store(cfg)
+    home = ensure_dagster_home(cfg)
+    tags = {"atlas/source": f"atlas {args.command}", "atlas/who": _who(args)}
+    run_config = {"ops": {op: {"config": op_config}}, **QUIET}
+    with dg.DagsterInstance.get() as instance, Launcher(instance, home, cfg) as launcher:
+        run_id = launcher.create_and_submit(job, tags, run_config)
+        run = next(launcher.wait([run_id]))
+        if run.status != dg.DagsterRunStatus.SUCCESS:
+            raise AtlasError(f"{job} run {run_id} {run.status.value.lower()}: "
+                             f"{failure_message(instance, run)}")  # fmt: skip
+        outputs = instance.get_records_for_run(
+            run_id, of_type=dg.DagsterEventType.STEP_OUTPUT, limit=1
+        ).records
+    print(f"{job}: run {run_id} succeeded (listed under {job} in the Dagster UI)")
+    event = outputs[0].event_log_entry.dagster_event if outputs else None
+    data = event.step_output_data if event is not None else None
+    return {k: v.value for k, v in (data.metadata if data is not None else {}).items()}
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
     """Pause or resume an origin or a registrable domain, audited with who and why."""
     from atlas_pipeline.crawl import Engine
 
-    cfg = load_config(args.config, dict(os.environ))
     target = _target(args, domain_of_host=True)
-    scope, value, who = target.scope, target.value, _who(args)
-    engine = Engine.from_config(cfg)
+    scope, value = target.scope, target.value
+    pause = {"scope": scope, "value": value, "reason": args.reason, "who": _who(args)}
+    if args.command == "pause":
+        run_job(args, "pause_origin_job", "pause_origin", pause)
+        print(f"paused {scope} {value}: no request from the next claim on ({args.reason})")
+    elif run_job(args, "resume_origin_job", "resume_origin", pause).get("lifted"):
+        print(f"resumed {scope} {value}")
+    else:
+        print(f"{scope} {value} was not paused")
+    engine = Engine.from_config(load_config(args.config, dict(os.environ)))
     try:
-        if args.command == "pause":
-            engine.store.pause(scope, value, args.reason, who, time.time())
-            print(f"paused {scope} {value}: no request from the next claim on ({args.reason})")
-        elif engine.store.resume(scope, value, args.reason, who, time.time()):
-            print(f"resumed {scope} {value}")
-        else:
-            print(f"{scope} {value} was not paused")
         for p in engine.store.pauses():
             print(f"  paused {p['scope']:<6} {p['value']}  by {p['who']}: {p['reason']}")
     finally:
@@ -56,45 +86,37 @@ def _who(args: argparse.Namespace) -> str:
 
 def cmd_optout(args: argparse.Namespace) -> int:
     """Suppress an origin, domain or URL prefix and purge everything of it, audited."""
-    from atlas_pipeline.crawl import Engine
-    from atlas_pipeline.optout import STEPS, opt_out
-
-    cfg = load_config(args.config, dict(os.environ))
     target = _target(args)
-    engine = Engine.from_config(cfg)
-    try:
-        with bar(STEPS, f"opt-out {target.value}", "step") as progress:
-            report = opt_out(engine, target, args.reason, args.verified_by, _who(args),
-                             on_step=lambda name: (progress.set_postfix_str(name),
-                                                   progress.update(1)))  # fmt: skip
-    finally:
-        engine.close()
+    report = run_job(args, "opt_out_job", "opt_out_target", {
+        "scope": target.scope, "value": target.value, "reason": args.reason,
+        "verification": args.verified_by, "who": _who(args)})  # fmt: skip
+    lake_rows: dict[str, int] = report["lake_rows_deleted"]
     print(f"suppressed {target.scope} {target.value}: no request from now on")
-    print(f"  removed {report.store.urls} URLs and {report.store.records} fetch records from the "
-          f"store; lake rows deleted: {sum(report.lake_rows.values())} "
-          f"({', '.join(f'{t} {n}' for t, n in report.lake_rows.items() if n)})")  # fmt: skip
-    print(f"  {report.bodies_deleted} bodies deleted; {report.tombstones} tombstones queued for "
-          "the indexer (the index_delivery sensor sends them)")  # fmt: skip
+    print(f"  removed {report['urls_removed']} URLs and {report['fetch_records_removed']} fetch "
+          f"records from the store; lake rows deleted: {sum(lake_rows.values())} "
+          f"({', '.join(f'{t} {n}' for t, n in lake_rows.items() if n)})")  # fmt: skip
+    print(f"  {report['bodies_deleted']} bodies deleted; {report['tombstones_queued']} tombstones "
+          "queued for the indexer (the index_delivery sensor sends them)")  # fmt: skip
     return 0
 
 
 def cmd_set_policy(args: argparse.Namespace) -> int:
     """Set an origin's or domain's rate limits, priority or revisit bounds (a new version)."""
+    from atlas_pipeline.coordination.operator import check_policy_change, policy_settings
     from atlas_pipeline.crawl import Engine
 
-    cfg = load_config(args.config, dict(os.environ))
     target = _target(args)
     given = {"min_gap_s": args.min_gap_s, "max_in_flight": args.max_in_flight,
              "priority": args.priority, "revisit_min_s": args.revisit_min_s,
              "revisit_max_s": args.revisit_max_s}  # fmt: skip
-    settings = {k: v for k, v in given.items() if v is not None}
-    settings.update(dict.fromkeys(args.unset or [], None))
-    if not settings:
-        raise ConfigError("nothing to set: give --min-gap-s, --max-in-flight, --priority, "
-                          "--revisit-min-s, --revisit-max-s or --unset KEY")  # fmt: skip
-    engine = Engine.from_config(cfg)
+    # checked here too, so that bad input fails in one line before any run is made
+    check_policy_change(target.scope, policy_settings(given, args.unset or []), args.reason)
+    op_config = {"scope": target.scope, "value": target.value, "reason": args.reason,
+                 "who": _who(args), "unset": list(args.unset or []),
+                 **{k: v for k, v in given.items() if v is not None}}  # fmt: skip
+    version = run_job(args, "set_policy_job", "set_origin_policy", op_config)["version"]
+    engine = Engine.from_config(load_config(args.config, dict(os.environ)))
     try:
-        version = engine.store.set_policy(target, settings, args.reason, _who(args), time.time())
         for o in engine.store.policy_overrides():
             print(f"  {o['scope']:<6} {o['value']}  v{o['version']}  {o['settings']}  "
                   f"by {o['who']}: {o['reason']}")  # fmt: skip
@@ -105,18 +127,10 @@ def cmd_set_policy(args: argparse.Namespace) -> int:
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
-    from atlas_pipeline.crawl import Engine
-    from atlas_pipeline.retention import run_retention
-
-    cfg = load_config(args.config, dict(os.environ))
-    engine = Engine.from_config(cfg)
-    try:
-        r = run_retention(engine, who=_who(args))
-    finally:
-        engine.close()
-    print(f"retention: {r.body_refs_expired} body references expired, {r.bodies_deleted} bodies "
-          f"deleted ({r.bytes_freed / 1e6:.1f} MB), {r.documents_deleted} superseded documents "
-          f"deleted, {r.suppressions_repurged} suppressions purged again")  # fmt: skip
+    r = run_job(args, "retention_job", "apply_retention", {"who": _who(args)})
+    print(f"retention: {r['body_refs_expired']} body references expired, {r['bodies_deleted']} "
+          f"bodies deleted ({r['mb_freed']:.1f} MB), {r['documents_deleted']} superseded "
+          f"documents deleted, {r['suppressions_repurged']} suppressions purged again")  # fmt: skip
     return 0
 
 

@@ -4,7 +4,7 @@ retention of bodies and the tombstone outbox."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import CoordinationError
@@ -169,18 +169,7 @@ class OperatorStore(OriginStore):
     ) -> int:  # fmt: skip
         """Change an origin's or a domain's operator policy (None removes a setting); the
         new version applies at once to its origins and URLs and is audited, old -> new."""
-        if target.scope not in ("origin", "domain"):
-            raise CoordinationError("a policy applies to an origin or a registrable domain")
-        if not reason.strip():
-            raise CoordinationError("a policy change needs a reason")
-        for key, value in settings.items():
-            if key not in POLICY_KEYS:
-                raise CoordinationError(
-                    f"unknown policy setting {key!r}; known: {', '.join(POLICY_KEYS)}"
-                )
-            lo, hi = POLICY_KEYS[key]
-            if value is not None and not lo <= value <= hi:
-                raise CoordinationError(f"{key} = {value:g} is outside [{lo:g}, {hi:g}]")
+        check_policy_change(target.scope, settings, reason)
         with self._tx() as c:
             row = c.execute(
                 """SELECT settings, version FROM policy_overrides
@@ -323,3 +312,38 @@ class OperatorStore(OriginStore):
 
     def operator_log(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._select("SELECT * FROM operator_log ORDER BY seq")]
+
+
+def policy_settings(
+    given: Mapping[str, float | None], unset: Iterable[str]
+) -> dict[str, float | None]:
+    """The settings of one policy change: the values given (None: not given) and the keys to
+    remove (None). The same for `atlas set-policy` and the UI's set_policy_job."""
+    settings: dict[str, float | None] = {k: v for k, v in given.items() if v is not None}
+    for key in unset:
+        if key in settings:
+            raise CoordinationError(f"{key} is both set and unset in one change")
+        settings[key] = None
+    if not settings:
+        raise CoordinationError(
+            "nothing to set: give min_gap_s, max_in_flight, priority, revisit_min_s, "
+            "revisit_max_s or a key to unset"
+        )
+    return settings
+
+
+def check_policy_change(scope: str, settings: Mapping[str, float | None], reason: str) -> None:
+    """A policy change the store accepts: an origin or domain, a reason, known keys, values in
+    range (a removal is None, never a negative value)."""
+    if scope not in ("origin", "domain"):
+        raise CoordinationError("a policy applies to an origin or a registrable domain")
+    if not reason.strip():
+        raise CoordinationError("a policy change needs a reason")
+    for key, value in settings.items():
+        if key not in POLICY_KEYS:
+            raise CoordinationError(
+                f"unknown policy setting {key!r}; known: {', '.join(POLICY_KEYS)}"
+            )
+        lo, hi = POLICY_KEYS[key]
+        if value is not None and not lo <= value <= hi:
+            raise CoordinationError(f"{key} = {value:g} is outside [{lo:g}, {hi:g}]")

@@ -33,8 +33,14 @@ def test_pause_resume_and_policy_jobs_are_audited(tmp_path: Path) -> None:
     policy = {"scope": "domain", "value": "example.com", "reason": "partner", "who": "bob",
               "min_gap_s": 4.0, "priority": 0.7}  # fmt: skip
     assert _run(defs, "set_policy_job", "set_origin_policy", policy).success
+    # a negative value is out of range, as in `atlas set-policy`; removing is `unset`, as there
+    negative = _run(defs, "set_policy_job", "set_origin_policy",
+                    {**policy, "min_gap_s": None, "priority": -1.0})  # fmt: skip
+    assert not negative.success
+    (failure,) = [e for e in negative.all_events if e.is_step_failure]
+    assert "priority = -1 is outside [0, 1]" in str(failure.step_failure_data.error)
     assert _run(defs, "set_policy_job", "set_origin_policy",
-                {**policy, "min_gap_s": None, "priority": -1.0}).success  # fmt: skip
+                {**policy, "min_gap_s": None, "priority": None, "unset": ["priority"]}).success  # fmt: skip
     engine = Engine.from_config(cfg)
     try:
         assert engine.store.pauses() == []

@@ -26,6 +26,19 @@ def run_atlas(
     )
 
 
+def job_runs(home: Path) -> dict[tuple[str, str], int]:
+    """Successful runs by (job, the atlas command that submitted them); none may have failed."""
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        runs = instance.get_runs()
+    assert all(r.is_success for r in runs), [(r.job_name, r.status) for r in runs]
+    assert all(r.remote_job_origin is not None for r in runs)  # re-executable from the UI
+    counts: dict[tuple[str, str], int] = {}
+    for r in runs:
+        key = (r.job_name, r.tags.get("atlas/source", ""))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def test_bad_config_key_is_one_readable_line(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "bad.yaml", {"politness": {"min_gap_s": 1}})
     res = run_atlas("config", "--config", str(cfg))
@@ -143,6 +156,9 @@ def test_pause_and_resume_an_origin_from_the_cli_are_audited(tmp_path: Path) -> 
         ("resume", "ops", "resolved"),
     ]
     engine.close()
+    # each command was a run of the job the UI launches, which the UI lists under that job
+    assert job_runs(tmp_path / "data" / "dagster_home") == {
+        ("pause_origin_job", "atlas pause"): 2, ("resume_origin_job", "atlas resume"): 1}  # fmt: skip
 
 
 def test_optout_set_policy_and_retention_from_the_cli(tmp_path: Path) -> None:
@@ -178,6 +194,9 @@ def test_optout_set_policy_and_retention_from_the_cli(tmp_path: Path) -> None:
         engine.close()
     assert actions[:2] == ["suppress", "purge_store"] and actions.count("set_policy") == 2
     assert actions[-1] == "retention"
+    assert job_runs(tmp_path / "data" / "dagster_home") == {
+        ("opt_out_job", "atlas optout"): 1, ("set_policy_job", "atlas set-policy"): 2,
+        ("retention_job", "atlas retention"): 1}  # fmt: skip
 
 
 def test_a_crawl_that_reaches_no_seed_exits_non_zero_saying_why(tmp_path: Path) -> None:

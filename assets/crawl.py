@@ -264,7 +264,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
             lake = engine.lake
             origin_rows = lake.read("origins").filter(pl.col("origin_shard") == key)
             report = write_report(
-                engine.cfg.lake_path / "reports", cycle, key,
+                engine.cfg.reports_dir, cycle, key,
                 lake.read_partition("fetches", cycle, key), origin_rows,
                 lake.read_partition("recrawl_schedule", cycle, key),
                 links=lake.read_partition("links", cycle, key),

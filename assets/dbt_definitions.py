@@ -18,4 +18,4 @@ def defs() -> dg.Definitions:
     from resources.dbt import build_dbt_defs
 
     cfg = load_config(os.environ.get(ENV_CONFIG) or None, dict(os.environ))
-    return build_dbt_defs(str(cfg.lake_path))
+    return build_dbt_defs(cfg.lake_uri, storage_options=cfg.lake_options)

@@ -33,6 +33,7 @@ from .urls import (
 )
 
 ENV_CONFIG = "ATLAS_CONFIG"
+LAKE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "file")
 ENV_DATA_DIR = "ATLAS_DATA_DIR"
 
 
@@ -362,8 +363,14 @@ class CrawlConfig(_Section):
     """A file of seed URLs, one a line (# comments allowed); added to `seeds`."""
     data_dir: Path = Path(d.DATA_DIR)
     """Folder for the lake, the body store and SQLite files."""
-    lake_root: Path | None = None
-    """Delta lake root; default <data_dir>/lake."""
+    lake_root: str | None = None
+    """Delta lake root: a local folder (default <data_dir>/lake) or object storage
+    (s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, abfss://...)."""
+    lake_storage_options: dict[str, str] = Field(default_factory=dict)
+    """deltalake storage options for an object-storage lake (AWS_ENDPOINT_URL, AWS_REGION,
+    AWS_ALLOW_HTTP, GOOGLE_SERVICE_ACCOUNT, AZURE_STORAGE_ACCOUNT_NAME, ...); what is not given
+    here comes from the same variables in the environment. Passed to every lake read and
+    write, and to dbt's."""
     bodies_dir: Path | None = None
     """Content-addressed body store; default <data_dir>/bodies."""
     bodies_url: str | None = None
@@ -424,6 +431,22 @@ class CrawlConfig(_Section):
             raise ValueError("must be one line without control characters (an HTTP header)")
         return ua
 
+    @field_validator("lake_root")
+    @classmethod
+    def _lake_root(cls, root: str | None) -> str | None:
+        if not root:
+            return None
+        parts = urlsplit(root)
+        if len(parts.scheme) > 1 and parts.scheme not in LAKE_SCHEMES:
+            raise ValueError(f"unknown scheme {parts.scheme!r}: use a local folder, "
+                             "s3://bucket/prefix, gs://bucket/prefix or az://container/prefix")  # fmt: skip
+        if len(parts.scheme) > 1 and parts.scheme != "file":
+            if not parts.netloc:
+                raise ValueError(f"{root!r} names no bucket: write {parts.scheme}://bucket/prefix")
+            if parts.query:
+                raise ValueError("no ?options in lake_root: put them in lake_storage_options")
+        return root.rstrip("/") or root
+
     @field_validator("bodies_url")
     @classmethod
     def _object_store(cls, url: str | None) -> str | None:
@@ -477,8 +500,30 @@ class CrawlConfig(_Section):
         return token
 
     @property
+    def lake_uri(self) -> str:
+        """The lake root as deltalake opens it: an absolute folder or an object-store URI."""
+        return self.lake_root or str(self.data_dir / "lake")
+
+    @property
+    def lake_is_local(self) -> bool:
+        return len(urlsplit(self.lake_uri).scheme) <= 1
+
+    @property
+    def lake_options(self) -> dict[str, str] | None:
+        return dict(self.lake_storage_options) or None
+
+    @property
     def lake_path(self) -> Path:
-        return self.lake_root or self.data_dir / "lake"
+        """The folder of a local lake (an object-storage lake has none)."""
+        if not self.lake_is_local:
+            raise ConfigError(f"lake_root {self.lake_uri} is object storage, not a folder")
+        uri = self.lake_uri
+        return Path(urlsplit(uri).path if uri.startswith("file:") else uri)
+
+    @property
+    def reports_dir(self) -> Path:
+        """HTML reports: next to the tables of a local lake, else under data_dir."""
+        return self.lake_path / "reports" if self.lake_is_local else self.data_dir / "reports"
 
     @property
     def bodies_path(self) -> Path:
@@ -618,6 +663,13 @@ def _anchor(path: Path | None, base: Path) -> Path | None:
     return path if path.is_absolute() else (base / path).resolve()
 
 
+def _anchor_lake(root: str | None, base: Path) -> str | None:
+    """A local lake root anchored at the config's folder; an object-store URI as it is."""
+    if root is None or len(urlsplit(root).scheme) > 1:
+        return root
+    return str(_anchor(Path(root).expanduser(), base))
+
+
 def _anchor_sqlite(url: str | None, base: Path) -> str | None:
     if url is None or not url.startswith("sqlite:///"):
         return url
@@ -649,7 +701,7 @@ def config_from_mapping(
             "seeds": seeds,
             "seeds_file": seeds_file,
             "data_dir": _anchor(cfg.data_dir, base_dir),
-            "lake_root": _anchor(cfg.lake_root, base_dir),
+            "lake_root": _anchor_lake(cfg.lake_root, base_dir),
             "bodies_dir": _anchor(cfg.bodies_dir, base_dir),
             "coordination_url": _anchor_sqlite(cfg.coordination_url, base_dir),
             "discovery": cfg.discovery.model_copy(

@@ -56,7 +56,7 @@ class Engine:
                         scope.novelty_window)  # fmt: skip
         store = open_store(cfg.coordination, policy, scope.max_pages_per_origin, caps)
         bodies = open_bodies(cfg.bodies_url, cfg.bodies_path)
-        return cls(cfg, store, bodies, Lake(cfg.lake_path))
+        return cls(cfg, store, bodies, Lake(cfg.lake_uri, cfg.lake_options))
 
     def close(self) -> None:
         self.store.close()

@@ -155,7 +155,9 @@ class AtlasDbtTranslator(DagsterDbtTranslator):
         return super().get_group_name(dbt_resource_props) or DBT_GROUP
 
 
-def build_dbt_defs(lake_root: str, duckdb_path: str | None = None) -> dg.Definitions:
+def build_dbt_defs(
+    lake_root: str, duckdb_path: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> dg.Definitions:
     """The dbt models and tests over the lake at `lake_root`, as assets and asset checks.
 
     `dbt build` runs with ATLAS_LAKE_ROOT=lake_root and ATLAS_DBT_DUCKDB_PATH=duckdb_path
@@ -165,7 +167,9 @@ def build_dbt_defs(lake_root: str, duckdb_path: str | None = None) -> dg.Definit
     target_db = duckdb_path or default_duckdb_path(root)
     project = dbt_project()
     manifest = ensure_manifest(root, project)
-    env = dbt_env(root, target_db)
+    # the dbt-duckdb delta plugin opens each table with deltalake, which reads an object
+    # store's options (AWS_ENDPOINT_URL, ...) from the environment dbt runs in
+    env = {**dbt_env(root, target_db), **{k.upper(): v for k, v in (storage_options or {}).items()}}
 
     @dbt_assets(
         manifest=manifest,

@@ -7,6 +7,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -330,3 +331,28 @@ def pg_schema_url() -> Iterator[str]:
     """A coordination URL on a fresh, private PostgreSQL schema, dropped afterwards."""
     with private_pg_schema() as url:
         yield url
+
+
+# S3 on loopback ---------------------------------------------------------------------------
+@contextmanager
+def running_s3() -> Iterator[int]:
+    """A real S3 endpoint (moto's server) on a loopback port, stopped afterwards."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("the S3 endpoint did not start")
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)

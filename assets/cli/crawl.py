@@ -148,7 +148,7 @@ def print_summary(cfg: CrawlConfig) -> None:
 
     from atlas_pipeline.lake import SCHEMAS, Lake
 
-    lake = Lake(cfg.lake_path)
+    lake = Lake(cfg.lake_uri, cfg.lake_options)
     fetches, docs, links, urls = (lake.read(t) for t in ("fetches", "documents", "links", "urls"))
     pages = fetches.filter(pl.col("kind") == "page")
     print("\nPages fetched per origin (all cycles):")
@@ -168,6 +168,6 @@ def print_summary(cfg: CrawlConfig) -> None:
     for table in SCHEMAS:
         if lake.exists(table):
             print(f"  {lake.uri(table)}")
-    reports = cfg.lake_path / "reports"
+    reports = cfg.reports_dir
     if reports.exists():
         print(f"Crawl reports (HTML, one per cycle and shard): {reports}")

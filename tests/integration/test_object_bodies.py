@@ -5,9 +5,6 @@ opt-out purge delete from the bucket."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,33 +17,16 @@ from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier, reextract
 from atlas_pipeline.optout import opt_out, target_of
 from atlas_sandbox import dupes
-from tests.conftest import running_sandbox, sandbox_config
+from tests.conftest import running_s3, running_sandbox, sandbox_config
 
 BUCKET = "atlas-bodies"
 
 
 @pytest.fixture(scope="module")
 def s3_url() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("the S3 endpoint did not start")
+    with running_s3() as port:
         yield (f"s3://{BUCKET}/crawl?endpoint_override=127.0.0.1:{port}&scheme=http"
                "&region=us-east-1")  # fmt: skip
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="module")

@@ -172,3 +172,64 @@ def test_an_outage_past_its_limit_fails_the_fetch_step_once_with_its_own_message
     assert failure is not None, failures[0].step_failure_data
     message = failure.description or ""
     assert "was unreachable for" in message and "re-run this partition" in message, message
+
+
+def test_atlas_crawl_after_an_outage_past_its_limit_says_so_and_one_rerun_finishes(
+    sandbox: SandboxProcess, tmp_path: Path, proxied_store_url: tuple[str, TcpProxy]
+) -> None:
+    """The CLI path end to end: `atlas crawl` through a PostgreSQL store cut for longer than
+    limits.store_outage_s ends non-zero with the outage's own message on the run's line; once
+    the store is back, one `atlas crawl --resume` finishes the partition: every page in
+    `documents` and `index_ready`, none twice, none left leased."""
+    import os
+    import subprocess
+    import sys
+
+    from atlas_pipeline.config import load_config
+    from tests.conftest import write_config
+
+    url, proxy = proxied_store_url
+    cfg_path = write_config(tmp_path / "atlas.yaml", sandbox_config(
+        sandbox, tmp_path, shards=1, coordination_url=url,
+        politeness={"min_gap_s": 0.05, "max_in_flight": 1},
+        limits={"total_timeout_s": 5, "lease_margin_s": 10, "store_outage_s": 1},
+    ))  # fmt: skip
+    atlas = str(Path(sys.executable).parent / "atlas")
+    env = {k: v for k, v in os.environ.items() if k != "ATLAS_FAILPOINTS"}
+    env["DAGSTER_HOME"] = str(tmp_path / "dagster_home")
+    sandbox.log.clear()
+    crawl = subprocess.Popen([atlas, "crawl", "--config", str(cfg_path)], env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.time() + 120
+        while len(_pages(sandbox)) < 15 and time.time() < deadline and crawl.poll() is None:
+            time.sleep(0.01)
+        proxy.cut()
+        try:
+            out, err = crawl.communicate(timeout=300)
+        finally:
+            proxy.restore()
+    finally:
+        if crawl.poll() is None:
+            crawl.kill()
+    assert crawl.returncode == 1, out[-2000:] + err[-3000:]
+    (line,) = [ln for ln in out.splitlines() if "c0001 shard_000" in ln]
+    assert "FAILED" in line and "was unreachable for" in line, line
+    assert "Traceback" not in out
+
+    again = subprocess.run([atlas, "crawl", "--config", str(cfg_path), "--resume"], env=env,
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    assert "Finishing 1 partition(s)" in again.stdout and "0 new cycle(s)" in again.stdout
+    cfg = load_config(cfg_path)
+    docs = pl.read_delta(str(cfg.lake_path / "crawl" / "documents"))
+    ready = pl.read_delta(str(cfg.lake_path / "crawl" / "index_ready"))
+    assert set(docs["url"]) == {normalize_url(u) for u in sandbox.web.crawlable(50)}
+    assert docs.height == docs["url"].n_unique()
+    assert set(ready["url"]) >= set(docs["url"]) and ready.height == ready["event_id"].n_unique()
+    engine = Engine.from_config(cfg)
+    try:
+        states = Counter(r["state"] for r in engine.store.url_rows(0))
+    finally:
+        engine.close()
+    assert "leased" not in states, states

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from . import defaults as d
 from .errors import ConfigError
 from .robots import crawler_token
+from .url_rules import Rule, compile_pattern
 from .urls import (
     BadUrl,
     TrackingParams,
@@ -29,6 +30,7 @@ from .urls import (
     has_userinfo,
     host_of,
     normalize,
+    origin_of,
     redact_userinfo,
 )
 
@@ -79,8 +81,46 @@ class Politeness(_Section):
         return {k: [h.strip().lower().rstrip(".") for h in v] for k, v in classes.items()}
 
 
+class UrlRule(_Section):
+    """One allow/deny rule of `scope.url_rules` (url_rules.py): the first that matches decides."""
+
+    action: Literal["allow", "deny"]
+    """deny: rejected (url_rule_denied); allow: left to the other scope rules."""
+    pattern: str
+    """A glob over the whole canonical URL, or a regular expression found anywhere in it."""
+    kind: Literal["glob", "regex"] = "glob"
+    """How `pattern` is read."""
+    origin: str | None = None
+    """Only URLs of this origin (e.g. https://example.com/); default every origin."""
+
+    @model_validator(mode="after")
+    def _compiles(self) -> UrlRule:
+        try:
+            compile_pattern(self.kind, self.pattern)
+        except ValueError as exc:
+            raise ValueError(f"pattern {self.pattern!r}: {exc}") from None
+        return self
+
+    @field_validator("origin")
+    @classmethod
+    def _origin(cls, origin: str | None) -> str | None:
+        if origin is None:
+            return None
+        try:
+            return origin_of(normalize(origin))
+        except BadUrl as exc:
+            raise ValueError(f"not an origin URL ({exc})") from None
+
+    def rule(self) -> Rule:
+        return Rule(self.action, self.pattern, self.kind, self.origin)
+
+
 class Scope(_Section):
     """Which URLs may enter the crawl at all."""
+
+    url_rules: list[UrlRule] = Field(default_factory=list)
+    """Ordered allow/deny URL rules (glob or regex, global or per origin); the first match
+    decides, a deny rejects with url_rule_denied, no match leaves it to the other rules."""
 
     allowed_hosts: list[str] = Field(default_factory=list)
     """Hosts that may be crawled; empty means the seeds' hosts."""

@@ -83,6 +83,7 @@ class Inspection:
     index_events: list[dict[str, Any]] = field(default_factory=list)
     pauses: list[dict[str, Any]] = field(default_factory=list)
     operator_log: list[dict[str, Any]] = field(default_factory=list)
+    url_rule: str | None = None  # the rule of scope.url_rules that decides it, described
     hint: str | None = None
 
     def as_json(self) -> dict[str, Any]:
@@ -95,6 +96,7 @@ class Inspection:
             "documents": self.documents, "dedupe": self.dedupe,
             "index_events": self.index_events,
             "operator": {"pauses": self.pauses, "log": self.operator_log},
+            "url_rule": self.url_rule,
         }  # fmt: skip
         if self.hint:
             out["hint"] = self.hint
@@ -147,6 +149,8 @@ def inspect_url(engine: Engine, raw: str, now: float | None = None) -> Inspectio
     origin = str(row["origin"]) if row else origin_of(url)
     domain = registrable_domain(host_of(url))
     ins = Inspection(raw, url, origin, domain, "", known=False)
+    decided = ScopeGuard(engine.cfg).rules.decide(url, origin)
+    ins.url_rule = decided.describe() if decided is not None else None
     if row is not None:
         row = dict(row)
         chain = row.get("redirect_chain")
@@ -408,6 +412,8 @@ def render(ins: Inspection, limit: int = LIST_LIMIT) -> str:
     shard = ins.catalogue.get("shard") if ins.catalogue else None
     where = f", shard {shard}" if shard is not None else ""
     out.append(f"origin   {ins.origin} (domain {ins.domain}{where})")
+    if ins.url_rule:
+        out.append(f"rule     {ins.url_rule} decides it under this config")
     if not ins.known:
         out += ["", f"hint: {ins.hint}"]
         return "\n".join(out) + "\n"

@@ -16,6 +16,7 @@ class Reason(StrEnum):
     SCHEME_NOT_ALLOWED = "scheme_not_allowed"
     USERINFO = "userinfo_refused"  # user:password@ in the URL: never stored nor sent
     HOST_NOT_ALLOWED = "host_not_allowed"
+    URL_RULE_DENIED = "url_rule_denied"  # a deny rule of scope.url_rules matched first
     MAX_DEPTH = "max_depth"
     URL_TOO_LONG = "url_too_long"
     NOFOLLOW = "nofollow"
@@ -78,6 +79,8 @@ class Reason(StrEnum):
 # What `atlas inspect` prints beside a code: why the crawl decided so, in one line. Codes
 # without an entry are named only; a new code that a user can meet should get one.
 EXPLANATIONS: dict[str, str] = {
+    Reason.URL_RULE_DENIED: "a deny rule of scope.url_rules matched it before any allow rule "
+    "(atlas inspect names the rule)",
     Reason.USERINFO: "the link names a user or password (user:password@host): refused so the "
     "credentials are never stored or sent; the stored href shows them as ***",
     Reason.META_NOFOLLOW: "the linking page's robots meta tag or X-Robots-Tag header says "

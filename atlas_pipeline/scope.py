@@ -16,6 +16,7 @@ from .reasons import Reason
 from .robots import RobotsPolicy
 from .sitemaps import Sitemap
 from .traps import page_number, repeats_segments, strip_session_ids
+from .url_rules import UrlRules
 from .urls import (
     BadUrl,
     UncrawlableScheme,
@@ -104,7 +105,8 @@ def read_feed(path: Path | None) -> list[tuple[str, float | None]]:
 
 
 class ScopeGuard:
-    """Applies the config's scope rules (scheme, hosts, depth, length, nofollow, robots)."""
+    """Applies the config's scope rules (scheme, hosts, URL rules, depth, length, nofollow,
+    robots)."""
 
     def __init__(self, cfg: CrawlConfig) -> None:
         self.cfg = cfg
@@ -114,6 +116,7 @@ class ScopeGuard:
         self.session_params = frozenset(cfg.scope.session_params)
         self.page_params = frozenset(cfg.scope.page_params)
         self.gate = EgressGate(cfg.resolve, cfg.resolve_only)
+        self.rules = UrlRules([r.rule() for r in cfg.scope.url_rules])
         self._canonicals: dict[tuple[str, str], tuple[str | None, str | None, bool]] = {}
         self._verdicts: dict[str, tuple[str, int, str | None]] = {}
 
@@ -226,6 +229,10 @@ class ScopeGuard:
             self.domains and registrable_domain(host) in self.domains
         ):
             return origin, shard, Reason.HOST_NOT_ALLOWED.value
+        if self.rules:
+            decided = self.rules.decide(url, origin)
+            if decided is not None and decided.denied:
+                return origin, shard, Reason.URL_RULE_DENIED.value
         trap = self._trap(url)
         if trap is not None:
             return origin, shard, trap

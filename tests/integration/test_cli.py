@@ -260,3 +260,53 @@ def test_a_partition_a_crash_left_unwritten_is_finished_by_the_next_crawl(
     assert "Finishing" not in again.stdout and "0 new cycle(s)" in again.stdout
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         assert instance.get_dynamic_partitions("crawl_cycle") == ["c0001", "c0002"]
+
+
+def test_url_rules_decide_with_their_reason_and_inspect_names_the_rule(
+    sandbox: SandboxProcess, tmp_path: Path
+) -> None:
+    """An allow rule in front of a broader deny: the deny keeps its URLs out (never requested,
+    `url_rule_denied` in the links table), the allow lets its page through, and `atlas
+    inspect` names the deciding rule of each."""
+    import fnmatch
+    import json
+
+    from atlas_sandbox import normalize_url
+
+    rules = [
+        {"action": "allow", "pattern": "*/guide/simple-*", "origin": f"http://docs-b.example.test:{sandbox.port}/"},
+        {"action": "deny", "pattern": "*/guide/*"},
+        {"action": "deny", "pattern": r"/posts/[a-z]+-(data|study)", "kind": "regex"},
+    ]  # fmt: skip
+    cfg = write_config(tmp_path / "atlas.yaml",
+                       sandbox_config(sandbox, tmp_path, scope={"url_rules": rules}))  # fmt: skip
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+    sandbox.log.clear()
+    res = run_atlas("crawl", "--config", str(cfg), env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+
+    def denied(url: str) -> bool:  # the rules, decided here without Atlas's code
+        if fnmatch.fnmatchcase(url, "*/guide/simple-*") and "docs-b." in url:
+            return False
+        return fnmatch.fnmatchcase(url, "*/guide/*") or bool(
+            re.search(r"/posts/[a-z]+-(data|study)", url)
+        )
+
+    requested = {normalize_url(e["origin"] + e["path"]) for e in sandbox.log.entries()}
+    assert not [u for u in requested if denied(u)]
+    reachable = {normalize_url(u) for u in sandbox.web.crawlable(50)}
+    links = pl.read_delta(str(tmp_path / "lake" / "crawl" / "links"))
+    rejected = set(links.filter(pl.col("reason") == "url_rule_denied")["url"])
+    assert rejected and all(denied(u) for u in rejected)
+    assert {u for u in reachable if denied(u)} & set(links["url"]) <= rejected
+    press = [u for u in reachable if "/guide/simple-" in u and "docs-b." in u]
+    assert press and set(press) <= requested  # the allow rule let it through
+
+    shown = run_atlas("inspect", sorted(rejected)[0], "--config", str(cfg), "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    found = json.loads(shown.stdout)
+    assert "url_rule_denied" in found["reasons"]
+    assert found["url_rule"].startswith("scope.url_rules[")
+    assert " deny " in found["url_rule"]
+    text = run_atlas("inspect", press[0], "--config", str(cfg), env=env).stdout
+    assert "rule     scope.url_rules[0]: allow glob '*/guide/simple-*' on http://docs-b" in text

@@ -36,7 +36,7 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
     QueuedRunCoordinatorDaemon,
 )
 
-from atlas_pipeline.config import CrawlConfig
+from atlas_pipeline.config import ENV_SET, CrawlConfig
 from atlas_pipeline.errors import AtlasError
 
 from .partitions import crawl_partitions, partition_key
@@ -209,6 +209,8 @@ class Launcher:
         key = partition_key(cycle, shard)
         tags = {**crawl_partitions(self.cfg.shards).get_tags_for_partition_key(key),
                 "atlas/cycle": cycle, "atlas/source": "atlas crawl"}  # fmt: skip
+        if os.environ.get(ENV_SET):  # what a re-execution from the UI would not have
+            tags["atlas/set"] = os.environ[ENV_SET]
         return self.create_and_submit(job_name, tags, QUIET)
 
     def create_and_submit(self, job_name: str, tags: Mapping[str, str],

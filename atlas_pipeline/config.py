@@ -7,8 +7,10 @@ against the working directory. `ATLAS_CONFIG` names the file and `ATLAS_DATA_DIR
 
 from __future__ import annotations
 
+import copy
 import difflib
 import ipaddress
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,6 +37,7 @@ from .urls import (
 )
 
 ENV_CONFIG = "ATLAS_CONFIG"
+ENV_SET = "ATLAS_SET"
 LAKE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "file")
 ENV_DATA_DIR = "ATLAS_DATA_DIR"
 
@@ -752,14 +755,61 @@ def config_from_mapping(
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] = {}) -> CrawlConfig:
-    """Load the crawl config from `path`, else $ATLAS_CONFIG, else the embedded defaults."""
+    """Load the crawl config from `path`, else $ATLAS_CONFIG, else the embedded defaults, with
+    the `key=value` overrides of $ATLAS_SET (a JSON list; `atlas crawl -s` sets it, so the
+    runs it submits load the same config) applied over it."""
     chosen = path or env.get(ENV_CONFIG)
+    overrides = parse_overrides(env.get(ENV_SET))
     if not chosen:
-        return config_from_mapping({}, base_dir=Path.cwd(), source="defaults", env=env)
-    file = Path(chosen).expanduser()
-    return config_from_mapping(
-        _read_yaml(file), base_dir=file.resolve().parent, source=str(file), env=env
-    )
+        raw: dict[str, Any] = {}
+        base, source = Path.cwd(), "defaults"
+    else:
+        file = Path(chosen).expanduser()
+        raw, base, source = _read_yaml(file), file.resolve().parent, str(file)
+    if overrides:
+        raw = apply_overrides(raw, overrides)
+        source += " with -s " + " -s ".join(overrides)
+    return config_from_mapping(raw, base_dir=base, source=source, env=env)
+
+
+def parse_overrides(raw: str | None) -> list[str]:
+    if not raw:
+        return []
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        items = None
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ConfigError(f"{ENV_SET} must be a JSON list of \"key=value\" strings, not {raw!r}")
+    return items
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """`raw` with each `dotted.key=value` set (the value read as YAML: numbers, booleans,
+    lists and mappings as in the file). Unknown keys and bad values are then reported by the
+    config's own validation, naming the key."""
+    out = copy.deepcopy(dict(raw))
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"-s {item!r}: write -s key=value, e.g. -s politeness.min_gap_s=2")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"-s {item!r}: the value is not valid YAML ({exc})") from None
+        node = out
+        *parents, leaf = key.split(".")
+        for i, part in enumerate(parents):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                where = ".".join(parents[: i + 1])
+                raise ConfigError(f"-s {item!r}: {where} is a value, not a section")
+            node = child
+        node[leaf] = value
+    return out
 
 
 def dump_config(cfg: CrawlConfig) -> str:

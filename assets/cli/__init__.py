@@ -5,8 +5,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 
+from atlas_pipeline.config import ENV_SET
 from atlas_pipeline.errors import AtlasError
 
 from .crawl import cmd_crawl
@@ -92,6 +95,7 @@ def parser() -> argparse.ArgumentParser:
     crawl.add_argument(
         "--parallel", type=int, default=0, help="shard runs at once (default: all shards)"
     )
+    _set_args(crawl)
     crawl.set_defaults(func=cmd_crawl)
     demo = sub.add_parser("demo", help="start the sandbox web and crawl it for 3 cycles")
     demo.add_argument("--data-dir", default="atlas_data/demo")
@@ -100,6 +104,7 @@ def parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     config = sub.add_parser("config", help="validate a crawl config and print every key")
     config.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    _set_args(config)
     config.set_defaults(func=cmd_config)
     sweep = sub.add_parser(
         "sweep-bodies", help="delete stored bodies that no committed fetch references"
@@ -161,9 +166,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _set_args(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override one config key for this run, validated like the file "
+                          "(repeatable), e.g. -s politeness.min_gap_s=2")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if getattr(args, "set", None):
+            # in the environment, so the code location and every run it starts load the
+            # same overridden config
+            os.environ[ENV_SET] = json.dumps(args.set)
         return int(args.func(args))
     except AtlasError as exc:
         print(f"atlas: error: {exc}", file=sys.stderr)

@@ -310,3 +310,33 @@ def test_url_rules_decide_with_their_reason_and_inspect_names_the_rule(
     assert " deny " in found["url_rule"]
     text = run_atlas("inspect", press[0], "--config", str(cfg), env=env).stdout
     assert "rule     scope.url_rules[0]: allow glob '*/guide/simple-*' on http://docs-b" in text
+
+
+def test_set_overrides_are_validated_like_the_file_and_reach_the_runs(
+    sandbox: SandboxProcess, tmp_path: Path
+) -> None:
+    cfg = write_config(tmp_path / "atlas.yaml", sandbox_config(sandbox, tmp_path))
+    bad = run_atlas("config", "--config", str(cfg), "-s", "politeness.min_gap_s=-1")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "politeness.min_gap_s" in bad.stderr and "-1" in bad.stderr
+    typo = run_atlas("crawl", "--config", str(cfg), "-s", "scope.max_pages_per_orign=3")
+    assert typo.returncode == 2 and "did you mean 'max_pages_per_origin'" in typo.stderr
+    shape = run_atlas("config", "--config", str(cfg), "-s", "shards")
+    assert shape.returncode == 2 and "write -s key=value" in shape.stderr
+    shown = run_atlas("config", "--config", str(cfg), "-s", "scope.max_pages_per_origin=3",
+                      "-s", "scope.url_rules=[{action: deny, pattern: '*/private/*'}]")  # fmt: skip
+    assert shown.returncode == 0 and "max_pages_per_origin: 3" in shown.stdout
+    assert "pattern: '*/private/*'" in shown.stdout
+
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+    res = run_atlas("crawl", "--config", str(cfg), "-s", "scope.max_pages_per_origin=3", env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    fetches = pl.read_delta(str(tmp_path / "lake" / "crawl" / "fetches"))
+    per_origin = fetches.filter(pl.col("kind") == "page").group_by("origin").len()
+    # the run, in its own process, read the override: a budget of 3 URLs an origin (its
+    # sitemap among them) instead of the file's 1,000, which would have taken every page
+    assert 0 < per_origin["len"].max() <= 3
+    assert per_origin["len"].sum() < len(sandbox.web.crawlable(50)) / 2
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "dagster_home"))) as i:
+        tags = {r.tags.get("atlas/set") for r in i.get_runs()}
+    assert tags == {'["scope.max_pages_per_origin=3"]'}

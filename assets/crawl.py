@@ -366,6 +366,7 @@ def _fetch_meta(fetches: pl.DataFrame, stats: Any, result: Any) -> dict[str, Any
         "requests": stats.requests + stats.robots_requests,
         "stale_commits": stats.stale_commits,
         "deferred_urls": stats.deferred,
+        "ended_at_deadline": stats.deadline_hit,
         "batch_seconds": round(stats.elapsed_s, 2),
         "pages_per_second": round(stats.requests / stats.elapsed_s, 2) if stats.elapsed_s else 0.0,
         "reasons": dg.MetadataValue.json(counts(fetches["reason"].to_list())),

@@ -93,6 +93,7 @@ class BatchStats:
     paused: int = 0  # URLs left open because an operator paused their origin or domain
     interrupted: bool = False  # stopped on Ctrl-C (FetchBatch.interrupt)
     given_back: int = 0  # URLs in flight at an interrupt, back in the queue untried
+    deadline_hit: bool = False  # limits.batch_max_s ended the batch; `deferred` URLs wait
     outcomes: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -200,6 +201,8 @@ class FetchBatch:
         self._holding: dict[str, asyncio.Lock] = {}  # lease id -> the send lock it holds
         self._hops: list[_Hop] = []  # robots redirect hops waiting for another origin's slot
         self._stop_at = float("inf")  # after an interrupt: when requests in flight are dropped
+        limit = self.cfg.limits.batch_max_s
+        self._deadline = self.clock() + limit if limit > 0 else float("inf")
         self._abandoned: list[Lease] = []  # leases whose tasks an interrupt cancelled
         self._spooled: set[str] = set()  # lease ids whose outcome is in the spool
 
@@ -264,6 +267,9 @@ class FetchBatch:
             if self.stats.interrupted:
                 await self._wind_down(tasks)
                 return
+            if now >= self._deadline:
+                await self._end_at_deadline(tasks)
+                return
             if self._on_progress is not None and now >= self._progress_at:
                 self._progress_at = now + self._progress_every_s
                 self._on_progress(self.stats)
@@ -300,6 +306,34 @@ class FetchBatch:
                 idle = next_hop - now  # a hop falls due first: be there for it
             await self._sleep(min(max(idle, 0.0), MAX_SLEEP_S) if idle else MAX_SLEEP_S)
 
+    async def _end_at_deadline(self, tasks: set[asyncio.Task[None]]) -> None:
+        """limits.batch_max_s is up: claim nothing more, let the requests in flight end (each
+        within its own timeout) and commit them; the URLs still open wait for the next cycle
+        with reason cycle_deadline."""
+        self.stats.deadline_hit = True
+        log.warning("limits.batch_max_s reached: finishing the requests in flight, leaving the "
+                    "rest for the next cycle")  # fmt: skip
+        while tasks:
+            await self._flush(self.clock())
+            await self._give_back_slots()
+            await self._sleep(MAX_SLEEP_S)
+        self._spool_since = float("-inf")  # nothing more will come: commit now, whatever its size
+        await self._commit_rest()
+        self.stats.deferred = await self._off(
+            self.store.defer_remaining, self.cycle, self.shard, Reason.CYCLE_DEADLINE.value
+        )
+
+    async def _commit_rest(self) -> None:
+        """Commit every result still held, whatever the commit window, for as long as a store
+        outage may last."""
+        deadline = self.clock() + self.cfg.limits.store_outage_s
+        while (self._spool or self._finished) and self.clock() < deadline:
+            if await self._flush(self.clock()):
+                self._spool_since = float("-inf")
+                await self._give_back_slots()
+            else:
+                await asyncio.sleep(min(max(self.outage.retry_at - self.clock(), 0.05), 1.0))
+
     async def _wind_down(self, tasks: set[asyncio.Task[None]]) -> None:
         """After an interrupt: commit results as they come until the tasks end or the grace
         runs out, cancel the rest, give their URLs back (due at once), commit everything."""
@@ -317,13 +351,7 @@ class FetchBatch:
             self._spool.append((lease, outcome, loop.create_future()))
         self.stats.given_back = len(self._abandoned)
         self._spool_since = float("-inf")  # the window is over: commit now, whatever its size
-        deadline = self.clock() + self.cfg.limits.store_outage_s
-        while (self._spool or self._finished) and self.clock() < deadline:
-            if await self._flush(self.clock()):
-                self._spool_since = float("-inf")
-                await self._give_back_slots()
-            else:
-                await asyncio.sleep(min(max(self.outage.retry_at - self.clock(), 0.05), 1.0))
+        await self._commit_rest()
 
     def _start(self, tasks: set[asyncio.Task[None]], claim: Lease | RobotsTask) -> None:
         self._net_active += 1  # counted from the claim, so the next turn sees it

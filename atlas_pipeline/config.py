@@ -221,6 +221,10 @@ class Limits(_Section):
     """A lease lasts total_timeout_s plus this, so no request outlives its lease."""
     batch_max_idle_s: float = Field(d.BATCH_MAX_IDLE_S, ge=0)
     """A fetch batch ends when its next eligible origin is further away than this."""
+    batch_max_s: float = Field(0.0, ge=0)
+    """A fetch batch claims nothing more after this many seconds (0: no limit), like Nutch's
+    fetcher.timelimit.mins: requests in flight finish, the open URLs wait for the next cycle
+    (cycle_deadline), so one slow or backed-off origin cannot hold a cycle open."""
     max_attempts: int = Field(d.MAX_ATTEMPTS, ge=1)
     """Fetch attempts per URL before it becomes terminal."""
     retry_backoff_s: float = Field(d.RETRY_BACKOFF_S, ge=0)
@@ -780,7 +784,7 @@ def parse_overrides(raw: str | None) -> list[str]:
     except ValueError:
         items = None
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-        raise ConfigError(f"{ENV_SET} must be a JSON list of \"key=value\" strings, not {raw!r}")
+        raise ConfigError(f'{ENV_SET} must be a JSON list of "key=value" strings, not {raw!r}')
     return items
 
 

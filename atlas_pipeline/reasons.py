@@ -66,6 +66,7 @@ class Reason(StrEnum):
     MAX_ATTEMPTS = "max_attempts"
     # scheduling
     DEFERRED_BACKOFF = "deferred_origin_backoff"
+    CYCLE_DEADLINE = "cycle_deadline"  # limits.batch_max_s ended the batch: the next cycle
     INTERRUPTED = "interrupted"  # the crawl was stopped (Ctrl-C) while the URL was in flight
     OPERATOR_PAUSED = "operator_paused"  # its origin or registrable domain is paused
     SUPPRESSED = "suppressed"  # an opt-out covers it: never fetched, never stored
@@ -91,6 +92,8 @@ EXPLANATIONS: dict[str, str] = {
     "strings, whatever their keys (filters combined in any order)",
     Reason.DEFERRED_BACKOFF: "its origin was backing off (a Retry-After, or errors) longer "
     "than the batch could wait, so the URL was left for a later batch, untried",
+    Reason.CYCLE_DEADLINE: "the fetch batch reached limits.batch_max_s before this URL's "
+    "turn, so it waits for the next cycle, untried",
     Reason.INTERRUPTED: "the crawl was stopped (Ctrl-C) while this URL was in flight or "
     "waiting to be parsed; it went back to the queue, due at once, for the partition's re-run",
     Reason.TRAP_NO_NOVELTY: "the last scope.novelty_window fetched query variants of this "

@@ -340,3 +340,36 @@ def test_set_overrides_are_validated_like_the_file_and_reach_the_runs(
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "dagster_home"))) as i:
         tags = {r.tags.get("atlas/set") for r in i.get_runs()}
     assert tags == {'["scope.max_pages_per_origin=3"]'}
+
+
+def test_a_cycle_deadline_ends_the_batch_and_the_next_cycle_picks_up_the_rest(
+    sandbox: SandboxProcess, tmp_path: Path
+) -> None:
+    """limits.batch_max_s: with every origin gapped far apart, the batch stops claiming at its
+    deadline, its open URLs wait with reason cycle_deadline, and the next cycle fetches them."""
+    from atlas_pipeline.config import load_config
+    from atlas_pipeline.crawl import Engine
+
+    cfg = write_config(tmp_path / "atlas.yaml", sandbox_config(sandbox, tmp_path, shards=1,
+                       politeness={"min_gap_s": 0.6, "max_in_flight": 1},
+                       limits={"total_timeout_s": 5, "batch_max_s": 3}))  # fmt: skip
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+    sandbox.log.clear()
+    first = run_atlas("crawl", "--config", str(cfg), env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    starts = sorted(e["start"] for e in sandbox.log.entries())
+    assert starts and starts[-1] - starts[0] <= 3 + 0.5  # nothing claimed past the deadline
+    engine = Engine.from_config(load_config(cfg))
+    try:
+        rows = [r for r in engine.store.url_rows(0) if r["reason"] == "cycle_deadline"]
+    finally:
+        engine.close()
+    waiting = {r["url"] for r in rows}
+    assert len(waiting) >= 10 and {r["state"] for r in rows} == {"eligible"}  # open, untried
+    fetched_first = set(pl.read_delta(str(tmp_path / "lake" / "crawl" / "fetches"))["url"])
+    assert not waiting & fetched_first
+    second = run_atlas("crawl", "--config", str(cfg), env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    fetches = pl.read_delta(str(tmp_path / "lake" / "crawl" / "fetches"))
+    picked_up = set(fetches.filter(pl.col("crawl_cycle") == "c0002")["url"]) & waiting
+    assert len(picked_up) >= 3

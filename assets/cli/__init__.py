@@ -13,7 +13,7 @@ from atlas_pipeline.config import ENV_SET
 from atlas_pipeline.errors import AtlasError
 
 from .crawl import cmd_crawl
-from .maintenance import cmd_config, cmd_inspect, cmd_reextract, cmd_sweep_bodies
+from .maintenance import cmd_config, cmd_inspect, cmd_reextract, cmd_stats, cmd_sweep_bodies
 from .operator import _operator_args, cmd_optout, cmd_pause, cmd_retention, cmd_set_policy
 from .sandbox import DEMO_CYCLES, cmd_canary, cmd_demo, cmd_indexer, cmd_web
 
@@ -102,6 +102,13 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=8080)
     demo.add_argument("--cycles", type=int, default=DEMO_CYCLES)
     demo.set_defaults(func=cmd_demo)
+    stats = sub.add_parser(
+        "stats", help="the crawl-db summary from the lake (like nutch readdb -stats)"
+    )
+    stats.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    stats.add_argument("--cycle", help="count this cycle's fetches and documents only")
+    stats.add_argument("--json", action="store_true", help="as JSON")
+    stats.set_defaults(func=cmd_stats)
     config = sub.add_parser("config", help="validate a crawl config and print every key")
     config.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
     _set_args(config)

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from atlas_pipeline.config import dump_config, load_config
-from atlas_pipeline.errors import ConfigError
+from atlas_pipeline.errors import AtlasError, ConfigError
 
 from .common import bar
 
@@ -86,4 +86,26 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"atlas: {found.url} was never seen by this crawl\nhint: {found.hint}",
               file=sys.stderr)  # fmt: skip
         return 1
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """The crawl-db summary from the lake, as a table or as JSON."""
+    import json
+
+    from atlas_pipeline.lake import Lake
+    from atlas_pipeline.stats import crawl_stats, render_stats
+
+    cfg = load_config(args.config, dict(os.environ))
+    lake = Lake(cfg.lake_uri, cfg.lake_options)
+    if not lake.exists("fetches") and not lake.exists("urls"):
+        raise AtlasError(f"no crawl data in the lake at {cfg.lake_uri}: run atlas crawl first")
+    stats = crawl_stats(lake, args.cycle)
+    if args.cycle is not None and args.cycle not in stats.cycles:
+        known = ", ".join(stats.cycles) or "none"
+        raise AtlasError(f"cycle {args.cycle} has no fetches in the lake (cycles: {known})")
+    if args.json:
+        print(json.dumps(stats.as_json(), indent=2))
+    else:
+        print(render_stats(stats), end="")
     return 0

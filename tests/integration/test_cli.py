@@ -373,3 +373,66 @@ def test_a_cycle_deadline_ends_the_batch_and_the_next_cycle_picks_up_the_rest(
     fetches = pl.read_delta(str(tmp_path / "lake" / "crawl" / "fetches"))
     picked_up = set(fetches.filter(pl.col("crawl_cycle") == "c0002")["url"]) & waiting
     assert len(picked_up) >= 3
+
+
+def test_atlas_stats_matches_the_request_log_and_the_lake(
+    sandbox: SandboxProcess, tmp_path: Path
+) -> None:
+    """`atlas stats` after a 2-cycle crawl: fetch statuses and per-origin fetches as the
+    sandbox's own request log counts them, URL states as the store holds them, documents and
+    clusters as the lake holds them; `--cycle` narrows the fetch counts to that cycle."""
+    import json
+    from collections import Counter
+
+    from atlas_pipeline.config import load_config
+    from atlas_pipeline.crawl import Engine
+
+    cfg = write_config(tmp_path / "atlas.yaml",
+                       sandbox_config(sandbox, tmp_path, scope={"max_pages_per_origin": 4}))  # fmt: skip
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+    empty = run_atlas("stats", "--config", str(cfg), env=env)
+    assert empty.returncode == 2 and "run atlas crawl first" in empty.stderr
+    sandbox.log.clear()
+    res = run_atlas("crawl", "--config", str(cfg), "--cycles", "2", env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = sandbox.log.entries()
+    shown = run_atlas("stats", "--config", str(cfg), "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    stats = json.loads(shown.stdout)
+    assert stats["cycles"] == ["c0001", "c0002"]
+    assert stats["fetches"] == len(log)
+    assert stats["fetch_statuses"] == {
+        str(k): v for k, v in Counter(e["status"] for e in log).items()
+    }
+    by_origin = Counter(normalize_origin(e["origin"]) for e in log)
+    assert {o["origin"]: o["fetches"] for o in stats["origins"] if o["fetches"]} == by_origin
+    assert stats["bytes"] > 0 and "text/html" in stats["mime_types"]
+    engine = Engine.from_config(load_config(cfg))
+    try:
+        rows = [r for s in range(2) for r in engine.store.url_rows(s)]
+    finally:
+        engine.close()
+    assert stats["urls"] == len(rows)
+    assert stats["url_states"] == dict(Counter(str(r["state"]) for r in rows))
+    docs = pl.read_delta(str(tmp_path / "lake" / "crawl" / "documents"))
+    assert stats["documents"] == docs.height > 0
+    clusters = pl.read_delta(str(tmp_path / "lake" / "crawl" / "dedupe_clusters"))
+    assert stats["clusters"] == clusters["cluster_id"].n_unique()
+    assert stats["open_urls"] > 0 and stats["queue_age_s"] >= 0  # the budget left URLs open
+
+    second = json.loads(run_atlas("stats", "--config", str(cfg), "--cycle", "c0002", "--json",
+                                  env=env).stdout)  # fmt: skip
+    cycle_two = pl.read_delta(str(tmp_path / "lake" / "crawl" / "fetches")).filter(
+        pl.col("crawl_cycle") == "c0002")  # fmt: skip
+    assert second["fetches"] == cycle_two.height < stats["fetches"]
+    table = run_atlas("stats", "--config", str(cfg), env=env).stdout
+    assert "Fetch statuses" in table and "URLs by state" in table and "Origin" in table
+    bad = run_atlas("stats", "--config", str(cfg), "--cycle", "c0009", env=env)
+    assert bad.returncode == 2 and "cycles: c0001, c0002" in bad.stderr
+
+
+def normalize_origin(origin: str) -> str:
+    from atlas_pipeline.urls import origin_of
+    from atlas_sandbox import normalize_url
+
+    return origin_of(normalize_url(origin + "/"))

@@ -14,7 +14,7 @@ import importlib, pkgutil, sys
 for package in {packages!r}:
     root = importlib.import_module(package)
     for m in pkgutil.walk_packages(root.__path__, package + "."):
-        if m.name not in {skip!r}:
+        if m.name not in {skip!r} and not m.name.endswith(".__main__"):  # those run
             importlib.import_module(m.name)
 print(sorted(n for n in sys.modules if n.split(".")[0] in {watch!r}))
 """

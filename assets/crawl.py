@@ -54,6 +54,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         per_origin = df.group_by("origin").agg(pl.len().alias("queued")).sort("origin")
         return dg.MaterializeResult(
             metadata=table_metadata(
+                engine.lake,
                 written,
                 {
                     "origins": per_origin.height,
@@ -97,7 +98,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
             ),
             dg.AssetSpec(
                 INDEX_READY,
-                deps=[FRONTIER],
+                deps=[DOCUMENTS],  # its events are made from the documents, in the same step
                 kinds={"delta"},
                 description="The indexer outbox: one event per document (deterministic event "
                 "id), written with the documents; none for a noindex one, a delete when a "
@@ -140,23 +141,25 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         fetches = engine.lake.read_partition("fetches", cycle, shard_key(shard))
         yield dg.MaterializeResult(
             asset_key=FETCHES,
-            metadata=table_metadata(result.fetches, _fetch_meta(fetches, stats, result)),
+            metadata=table_metadata(
+                engine.lake, result.fetches, _fetch_meta(fetches, stats, result)
+            ),
         )
         yield dg.MaterializeResult(
             asset_key=DOCUMENTS,
-            metadata=table_metadata(result.documents, {"extracted": stats.extracted,
+            metadata=table_metadata(engine.lake, result.documents, {"extracted": stats.extracted,
                                                        "extraction_reused": stats.extraction_reused}),
         )  # fmt: skip
         links = engine.lake.read_partition("links", cycle, shard_key(shard))
         yield dg.MaterializeResult(
-            asset_key=LINKS, metadata=table_metadata(result.links, _link_meta(links))
+            asset_key=LINKS, metadata=table_metadata(engine.lake, result.links, _link_meta(links))
         )
         yield dg.MaterializeResult(
-            asset_key=INDEX_READY, metadata=table_metadata(result.index_ready)
+            asset_key=INDEX_READY, metadata=table_metadata(engine.lake, result.index_ready)
         )
         yield dg.MaterializeResult(
             asset_key=DOCUMENT_TEXTS,
-            metadata=table_metadata(result.document_texts, {"new_texts": result.document_texts.rows,
+            metadata=table_metadata(engine.lake, result.document_texts, {"new_texts": result.document_texts.rows,
                                                             "documents": result.documents.rows}),
         )  # fmt: skip
 
@@ -176,6 +179,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
             df = engine.lake.read("urls").filter(pl.col("origin_shard") == shard_key(shard))
         return dg.MaterializeResult(
             metadata=table_metadata(
+                engine.lake,
                 written,
                 {
                     "states": dg.MetadataValue.json(counts(df["state"].to_list())),
@@ -200,7 +204,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         with atlas.open() as engine:
             written = cluster_documents(engine, cycle, shard)
             df = engine.lake.read_partition("dedupe_clusters", cycle, shard_key(shard))
-        return dg.MaterializeResult(metadata=table_metadata(written, _dedupe_meta(df)))
+        return dg.MaterializeResult(metadata=table_metadata(engine.lake, written, _dedupe_meta(df)))
 
     @dg.asset(
         key=RECRAWL_SCHEDULE,
@@ -218,7 +222,9 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         with atlas.open() as engine:
             written = export_schedule(engine, cycle, shard)
             df = engine.lake.read_partition("recrawl_schedule", cycle, shard_key(shard))
-        return dg.MaterializeResult(metadata=table_metadata(written, _schedule_meta(df)))
+        return dg.MaterializeResult(
+            metadata=table_metadata(engine.lake, written, _schedule_meta(df))
+        )
 
     @dg.asset(
         key=ORIGINS,
@@ -235,7 +241,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
             written = export_origins(engine, cycle, shard)
             df = engine.lake.read("origins").filter(pl.col("origin_shard") == shard_key(shard))
         return dg.MaterializeResult(
-            metadata=table_metadata(
+            metadata=table_metadata(engine.lake,
                 written,
                 {
                     "paused": int(df["paused"].sum()),

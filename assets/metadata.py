@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from atlas_pipeline.lake import SCHEMAS, Written
+from atlas_pipeline.lake import SCHEMAS, Lake, Written
 
 _DG_TYPES = {
     pl.String: "string",
@@ -62,9 +62,15 @@ def counts(values: list[str | None]) -> dict[str, int]:
     return dict(Counter(v or "(none)" for v in values).most_common())
 
 
-def table_metadata(written: Written, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def table_metadata(
+    lake: Lake, written: Written, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The UI's table metadata: the partition's rows (dagster/partition_row_count) and the
+    whole table's (dagster/row_count, from the Delta log), its URI, schema and version."""
+    total = lake.total_rows(written.table)
     return {
-        "dagster/row_count": written.rows,
+        "dagster/partition_row_count": written.rows,
+        **({"dagster/row_count": total} if total is not None else {}),
         "dagster/uri": dg.MetadataValue.path(written.uri),
         "dagster/column_schema": column_schema(written.table),
         "delta_version": written.version,

@@ -68,6 +68,16 @@ class Lake:
     def uri(self, table: str) -> str:
         return f"{self.root}/{LAYER}/{table}"
 
+    def total_rows(self, table: str) -> int | None:
+        """The table's row count from its Delta log (the files' own counts: no data read)."""
+        if not self.exists(table):
+            return None
+        actions = DeltaTable(self.uri(table), storage_options=self.storage_options).get_add_actions(
+            flatten=True
+        )
+        counts = pa.table(actions).column("num_records").to_pylist()
+        return int(sum(n or 0 for n in counts))
+
     def exists(self, table: str) -> bool:
         return bool(DeltaTable.is_deltatable(self.uri(table), storage_options=self.storage_options))
 

@@ -89,8 +89,8 @@ def write_report(
                  _table(stopped_paths(links))]  # fmt: skip
     html = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Atlas "
             f"{escape(cycle)} {escape(shard)}</title><style>body{{font:14px sans-serif;"
-            "margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;"
-            "padding:2px 6px}}</style></head><body>" + "\n".join(body) + "</body></html>")  # fmt: skip
+            "margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+            "padding:2px 6px}</style></head><body>" + "\n".join(body) + "</body></html>")  # fmt: skip
     path.write_text(html, encoding="utf-8")
     return Report(path, rates.drop("bins"))
 

@@ -37,6 +37,10 @@ def test_definitions_load_with_crawl_assets_checks_and_job(config_env: Path) -> 
         "crawl/urls",
     } <= keys
     assert d.resolve_job_def(CRAWL_JOB).partitions_def is not None
+    graph = d.resolve_asset_graph()  # lineage follows the data: events come from documents
+    assert graph.get(dg.AssetKey(["crawl", "index_ready"])).parent_keys == {
+        dg.AssetKey(["crawl", "documents"])
+    }
     checks = {c.name for c in d.resolve_asset_graph().asset_check_keys}
     assert {"politeness_audit", "robots_respected", "documents_have_text"} <= checks
 

@@ -58,3 +58,18 @@ def test_the_report_is_one_self_contained_page(tmp_path: Path) -> None:
     assert report.path == tmp_path / "c0001" / "shard_000.html"
     assert html.count("<svg") == 2 and "https://a.test:443" in html and "http" not in html.split(
         "<body>")[0].replace("http-equiv", "")  # fmt: skip
+
+
+def test_the_report_css_is_valid(tmp_path: Path) -> None:
+    """Its style sheet reaches the page as CSS: a brace doubled for an f-string in a plain
+    string left `}}table{{` in it, which browsers drop along with every rule after it."""
+    import re
+
+    report = write_report(tmp_path, "c0001", "shard_000", _fetches(), _origins(),
+                          frame("recrawl_schedule", []))  # fmt: skip
+    css = re.search(r"<style>(.*?)</style>", report.path.read_text(), re.S)
+    assert css is not None
+    assert "{{" not in css.group(1) and "}}" not in css.group(1)
+    rules = re.findall(r"([^{}]+)\{([^{}]*)\}", css.group(1))
+    assert [selector for selector, _ in rules] == ["body", "table", "td,th"]
+    assert css.group(1).count("{") == css.group(1).count("}") == 3

@@ -182,3 +182,18 @@ def test_rerunning_a_partition_gives_the_same_tables_and_no_requests(
     assert rerun.success
     assert sandbox.log.entries() == []
     assert snapshot() == before
+
+
+def test_materializations_carry_partition_and_table_row_counts(crawled: dict[str, Any]) -> None:
+    """dagster/partition_row_count is the partition's rows, dagster/row_count the whole
+    table's after that write (the UI's keys for each), both as the lake counts them."""
+    fetches = pl.read_delta(str(crawled["cfg"].lake_path / "crawl" / "fetches"))
+    seen_total = []
+    for shard, res in enumerate(crawled["results"]):
+        (event,) = [e for e in res.get_asset_materialization_events()
+                    if e.asset_key == dg.AssetKey(["crawl", "fetches"])]  # fmt: skip
+        meta = event.materialization.metadata
+        rows = fetches.filter(pl.col("origin_shard") == f"shard_{shard:03d}").height
+        assert meta["dagster/partition_row_count"].value == rows > 0
+        seen_total.append(meta["dagster/row_count"].value)
+    assert seen_total == sorted(seen_total) and seen_total[-1] == fetches.height

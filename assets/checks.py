@@ -24,10 +24,16 @@ _EPSILON_S = 1e-3
 
 
 def politeness_violations(
-    fetches: pl.DataFrame, min_gap_s: float, max_in_flight: int
+    fetches: pl.DataFrame,
+    min_gap_s: float,
+    max_in_flight: int,
+    limits: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Per origin: the smallest gap between request starts and the most requests at once
-    (a URL given back at the send gate, never sent, is no request)."""
+    (a URL given back at the send gate, never sent, is no request), each judged against the
+    origin's own limits when `limits` has them (its `min_gap_s` floor as the store applied
+    it: the global gap, Crawl-delay and any operator floor; its `max_in_flight`), else
+    against the global ones."""
     if "reason" in fetches.columns:
         fetches = fetches.filter(pl.col("reason") != Reason.DEFERRED_BACKOFF.value)
     rows: list[dict[str, Any]] = []
@@ -40,9 +46,21 @@ def politeness_violations(
                      "peak_in_flight": peak})  # fmt: skip
     out = pl.DataFrame(rows, schema={"origin": pl.String, "requests": pl.Int64,
                                      "min_gap_s": pl.Float64, "peak_in_flight": pl.Int64})  # fmt: skip
+    own = pl.DataFrame(schema={"origin": pl.String, "limit_gap_s": pl.Float64,
+                               "limit_in_flight": pl.Int64})  # fmt: skip
+    if limits is not None and not limits.is_empty():
+        own = limits.select(
+            "origin",
+            pl.col("min_gap_s").cast(pl.Float64).alias("limit_gap_s"),
+            pl.col("max_in_flight").cast(pl.Int64).alias("limit_in_flight"),
+        ).unique("origin", keep="last")
+    out = out.join(own, on="origin", how="left").with_columns(
+        pl.col("limit_gap_s").fill_null(min_gap_s),
+        pl.col("limit_in_flight").fill_null(max_in_flight),
+    )
     return out.with_columns(
-        ok=(pl.col("min_gap_s").fill_null(float("inf")) >= min_gap_s - _EPSILON_S)
-        & (pl.col("peak_in_flight") <= max_in_flight)
+        ok=(pl.col("min_gap_s").fill_null(float("inf")) >= pl.col("limit_gap_s") - _EPSILON_S)
+        & (pl.col("peak_in_flight") <= pl.col("limit_in_flight"))
     )
 
 
@@ -107,13 +125,16 @@ def _build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChec
     def politeness_audit(
         context: dg.AssetCheckExecutionContext, atlas: AtlasCrawl
     ) -> dg.AssetCheckResult:
-        """No origin got two request starts closer than its gap, or more in flight than its cap."""
+        """No origin got two request starts closer than its own gap, or more in flight than its
+        own cap (Crawl-delay and operator floors included, as the store applied them)."""
         cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
         cfg = atlas.crawl_config()
         with atlas.open() as engine:
             fetches = engine.lake.read_partition("fetches", cycle, shard_key(shard))
+            # each origin's own limits as the store held them (Crawl-delay, operator floor)
+            limits = pl.DataFrame(engine.store.origin_rows(shard)) if fetches.height else None
         report = politeness_violations(
-            fetches, cfg.politeness.min_gap_s, cfg.politeness.max_in_flight
+            fetches, cfg.politeness.min_gap_s, cfg.politeness.max_in_flight, limits
         )
         bad = report.filter(~pl.col("ok"))
         return dg.AssetCheckResult(

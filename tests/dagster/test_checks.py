@@ -47,3 +47,21 @@ def test_a_url_given_back_untried_at_the_send_gate_is_no_request() -> None:
     assert report.select("requests", "min_gap_s", "ok").row(0) == (2, 1.0, True)
     sent = df.with_columns(reason=pl.lit("fetched"))  # the same row as a request: a violation
     assert not politeness_violations(sent, min_gap_s=1.0, max_in_flight=1)["ok"].item()
+
+
+def test_each_origin_is_judged_against_its_own_limits() -> None:
+    """An origin whose robots.txt asks for a 3 s Crawl-delay (its floor in the store) fails
+    at 2 s gaps that pass for the others at the global 1 s; one with an operator cap of 2 in
+    flight passes at 2; an origin the store has no row for falls back to the global limits."""
+    df = fetches([("slow", 0.0, 0.1), ("slow", 2.0, 0.1), ("wide", 0.0, 5.0), ("wide", 1.0, 5.0),
+                  ("fast", 0.0, 0.1), ("fast", 1.0, 0.1), ("new", 0.0, 0.1), ("new", 0.5, 0.1)])  # fmt: skip
+    limits = pl.DataFrame({"origin": ["slow", "wide", "fast"], "min_gap_s": [3.0, 1.0, 1.0],
+                           "max_in_flight": [1, 2, 1]})  # fmt: skip
+    report = politeness_violations(df, min_gap_s=1.0, max_in_flight=1, limits=limits)
+    ok = dict(report.select("origin", "ok").iter_rows())
+    assert ok == {"slow": False, "wide": True, "fast": True, "new": False}
+    gaps = dict(report.select("origin", "limit_gap_s").iter_rows())
+    assert gaps == {"slow": 3.0, "wide": 1.0, "fast": 1.0, "new": 1.0}
+    # without the store's limits, the global ones judge everyone (the old, wrong answers)
+    plain = dict(politeness_violations(df, 1.0, 1).select("origin", "ok").iter_rows())
+    assert plain == {"slow": True, "wide": False, "fast": True, "new": False}

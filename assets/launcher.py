@@ -21,7 +21,7 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +94,13 @@ class ShardRun:
     success: bool
     error: str | None
     status: str = ""
+    stopped: bool = False  # ended by a stop condition of the crawl, not by a failure
+
+
+class StopRequested(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class Launcher:
@@ -248,10 +255,15 @@ class Launcher:
         self.instance.submit_run(run.run_id, self._workspace)
         return run.run_id
 
-    def wait(self, run_ids: list[str]) -> Iterator[dg.DagsterRun]:
-        """Yield each run as it finishes."""
+    def wait(
+        self, run_ids: list[str], tick: Callable[[], str | None] | None = None
+    ) -> Iterator[dg.DagsterRun]:
+        """Yield each run as it finishes; `tick`, asked while waiting, raises StopRequested
+        with the reason it returns."""
         waiting = list(run_ids)
         while waiting:
+            if tick is not None and (reason := tick()) is not None:
+                raise StopRequested(reason)
             for run_id in list(waiting):
                 run = self.instance.get_run_by_id(run_id)
                 if run is not None and run.status in FINISHED:
@@ -265,12 +277,16 @@ class Launcher:
                 self._start_serving()  # the process that served the queue may have ended
                 time.sleep(POLL_S)
 
-    def cancel(self, run_ids: list[str]) -> None:
-        """Take runs that have not started off the queue (started ones got the Ctrl-C)."""
+    def cancel(self, run_ids: list[str], started_too: bool = False) -> None:
+        """Take runs that have not started off the queue (after a Ctrl-C, which the started
+        ones got too); with `started_too`, also ask the started ones to stop, through their
+        run launcher: the run worker gets a SIGINT, which a fetch batch handles like Ctrl-C."""
         for run_id in run_ids:
             run = self.instance.get_run_by_id(run_id)
-            if run is not None and run.status in (dg.DagsterRunStatus.QUEUED,
-                                                  dg.DagsterRunStatus.NOT_STARTED):  # fmt: skip
+            if run is None or run.status in FINISHED:
+                continue
+            if started_too or run.status in (dg.DagsterRunStatus.QUEUED,
+                                             dg.DagsterRunStatus.NOT_STARTED):  # fmt: skip
                 self.instance.run_coordinator.cancel_run(run_id)
 
     def outcome(self, run: dg.DagsterRun, cycle: str, shard: int) -> ShardRun:

@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 from atlas_pipeline.config import ENV_SET
 from atlas_pipeline.errors import AtlasError
@@ -95,6 +96,12 @@ def parser() -> argparse.ArgumentParser:
     crawl.add_argument(
         "--parallel", type=int, default=0, help="shard runs at once (default: all shards)"
     )
+    crawl.add_argument("--max-pages", type=_positive(int), metavar="N",
+                       help="stop once N fetches were committed (Ctrl-C's way: nothing lost)")  # fmt: skip
+    crawl.add_argument("--max-seconds", type=_positive(float), metavar="S",
+                       help="stop after S seconds")  # fmt: skip
+    crawl.add_argument("--max-errors", type=_positive(int), metavar="N",
+                       help="stop once N fetches failed (no response, or a 5xx)")  # fmt: skip
     _set_args(crawl)
     crawl.set_defaults(func=cmd_crawl)
     demo = sub.add_parser("demo", help="start the sandbox web and crawl it for 3 cycles")
@@ -171,6 +178,19 @@ def parser() -> argparse.ArgumentParser:
                          help="rows of a long list shown in the text report (default 20)")  # fmt: skip
     inspect.set_defaults(func=cmd_inspect)
     return p
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+        return value
+
+    return parse
 
 
 def _set_args(cmd: argparse.ArgumentParser) -> None:

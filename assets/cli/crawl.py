@@ -13,11 +13,13 @@ from pathlib import Path
 
 from atlas_pipeline.config import CrawlConfig, load_config
 from atlas_pipeline.errors import AtlasError
+from atlas_pipeline.stop import StopLimits
 
 from .common import _check_store, bar, show_progress
 
 
-def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int) -> bool:
+def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int,
+           stop: StopLimits | None = None) -> bool:  # fmt: skip
     import dagster as dg
 
     from ..runner import ensure_dagster_home, run_cycles
@@ -32,7 +34,9 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int) -> bo
         nonlocal ok
         for run in runs:
             status = "ok" if run.success else f"FAILED: {run.error}"
-            ok = ok and run.success
+            if run.stopped:
+                status = "stopped (a stop condition): its partition is finished by the next crawl"
+            ok = ok and (run.success or run.stopped)
             print(f"  {cycle} shard_{run.shard:03d}  run {run.run_id[:8]}  {status}")
 
     def unfinished(pending: list[tuple[str, int]]) -> None:
@@ -44,7 +48,8 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int) -> bo
     with dg.DagsterInstance.get() as instance, CycleProgress(cfg) as progress:
         started = time.time()
         runs = run_cycles(cfg, home, cycles, instance, parallel, on_cycle=report,
-                          on_start=progress.start, on_unfinished=unfinished)  # fmt: skip
+                          on_start=progress.start, on_unfinished=unfinished, stop=stop,
+                          on_stop=lambda why: print(f"stopped: {why}"))  # fmt: skip
         progress.stop()
         print(f"{cycles} new cycle(s) x {cfg.shards} shard(s), {len(runs)} run(s) in "
               f"{time.time() - started:.1f} s")  # fmt: skip
@@ -118,7 +123,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     )
     if config_path is None:
         raise AtlasError("atlas crawl needs --config FILE (or $ATLAS_CONFIG)")
-    ok = _crawl(cfg, config_path, 0 if args.resume else args.cycles, args.parallel)
+    stop = StopLimits(args.max_pages, args.max_seconds, args.max_errors)
+    ok = _crawl(cfg, config_path, 0 if args.resume else args.cycles, args.parallel, stop)
     print_summary(cfg)
     if not ok:
         return 1

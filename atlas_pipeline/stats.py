@@ -146,3 +146,79 @@ def render_stats(s: CrawlStats) -> str:
         out.append(f"{o['origin']:<44} {o.get('urls', 0):>7,} {o.get('fetches', 0):>8,} "
                    f"{o.get('ok', 0):>7,} {o.get('bytes', 0) / 1e6:>8.2f} {o.get('documents', 0):>10,}")  # fmt: skip
     return "\n".join(out) + "\n"
+
+
+BLOCK_REASONS = ("robots_disallowed", "host_not_allowed", "url_rule_denied", "max_depth",
+                 "nofollow", "meta_nofollow", "url_too_long", "scheme_not_allowed",
+                 "egress_refused")  # fmt: skip
+
+
+@dataclass
+class RunDump:
+    """The end-of-crawl stats of some cycles (Scrapy's stats dump at close)."""
+
+    cycles: list[str]
+    fetches: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    bytes: int = 0
+    retries: int = 0  # fetches of a URL's second or later attempt
+    latency_s: dict[str, dict[str, float]] = field(default_factory=dict)  # class -> p50/p90/p99
+    reasons: dict[str, int] = field(default_factory=dict)
+    blocked_links: dict[str, int] = field(default_factory=dict)  # robots and scope blocks
+    documents: int = 0
+    duplicates: int = 0
+
+
+def run_dump(lake: Lake, cycles: list[str]) -> RunDump:
+    out = RunDump(cycles=cycles)
+    if not cycles:
+        return out
+    wanted = pl.col("crawl_cycle").is_in(cycles)
+    fetches = lake.read("fetches").filter(wanted) if lake.exists("fetches") else pl.DataFrame()
+    if not fetches.is_empty():
+        out.fetches = fetches.height
+        out.statuses = _counts(fetches.with_columns(pl.col("status").cast(pl.Utf8)
+                                                    .fill_null("none")), "status")  # fmt: skip
+        out.bytes = int(fetches["bytes"].fill_null(0).sum())
+        out.retries = int((fetches["attempt"].fill_null(1) > 1).sum())
+        out.reasons = _counts(fetches, "reason")
+        classes = pl.DataFrame(schema={"origin": pl.String, "fair_class": pl.String})
+        if lake.exists("origins"):
+            classes = lake.read("origins").select("origin", "fair_class").unique("origin")
+        timed = fetches.join(classes, on="origin", how="left").with_columns(
+            pl.col("fair_class").fill_null("default")
+        )
+        for group in (timed, *[g for _, g in timed.group_by("fair_class")]):
+            name = "all" if group is timed else str(group["fair_class"][0])
+            elapsed = group["elapsed_s"].drop_nulls()
+            if elapsed.len():
+                out.latency_s[name] = {
+                    f"p{q}": round(float(elapsed.quantile(q / 100, "nearest") or 0.0), 3)
+                    for q in (50, 90, 99)
+                }
+    if lake.exists("links"):
+        links = lake.read("links").filter(wanted & pl.col("reason").is_in(BLOCK_REASONS))
+        out.blocked_links = _counts(links, "reason")
+    if lake.exists("documents"):
+        out.documents = lake.read("documents").filter(wanted).height
+    if lake.exists("dedupe_clusters"):
+        clusters = lake.read("dedupe_clusters").filter(wanted)
+        sizes = clusters.group_by("cluster_id").agg(pl.col("document_id").n_unique().alias("n"))
+        out.duplicates = int((sizes["n"] - 1).clip(lower_bound=0).sum()) if sizes.height else 0
+    return out
+
+
+def render_dump(d: RunDump) -> str:
+    def pairs(counts: dict[str, int]) -> str:
+        return ", ".join(f"{k}={v}" for k, v in counts.items()) or "none"
+
+    lines = [f"Crawl stats ({', '.join(d.cycles)}):",
+             f"  fetches {d.fetches} ({d.bytes / 1e6:.1f} MB), retries {d.retries}, "
+             f"documents {d.documents}, duplicates {d.duplicates}",
+             f"  statuses: {pairs(d.statuses)}",
+             f"  reasons: {pairs(d.reasons)}",
+             f"  robots and scope blocks (links): {pairs(d.blocked_links)}"]  # fmt: skip
+    for name, q in d.latency_s.items():
+        lines.append(f"  latency {name}: p50 {q['p50']:.3f} s, p90 {q['p90']:.3f} s, "
+                     f"p99 {q['p99']:.3f} s")  # fmt: skip
+    return "\n".join(lines) + "\n"

@@ -19,7 +19,8 @@ from .common import _check_store, bar, show_progress
 
 
 def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int,
-           stop: StopLimits | None = None) -> bool:  # fmt: skip
+           stop: StopLimits | None = None) -> tuple[bool, list[str]]:  # fmt: skip
+    """Run the crawl; (whether every run succeeded or was stopped, the cycles it ran)."""
     import dagster as dg
 
     from ..runner import ensure_dagster_home, run_cycles
@@ -53,7 +54,7 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int,
         progress.stop()
         print(f"{cycles} new cycle(s) x {cfg.shards} shard(s), {len(runs)} run(s) in "
               f"{time.time() - started:.1f} s")  # fmt: skip
-    return ok
+    return ok, sorted({r.cycle for r in runs})
 
 
 class CycleProgress:
@@ -124,8 +125,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if config_path is None:
         raise AtlasError("atlas crawl needs --config FILE (or $ATLAS_CONFIG)")
     stop = StopLimits(args.max_pages, args.max_seconds, args.max_errors)
-    ok = _crawl(cfg, config_path, 0 if args.resume else args.cycles, args.parallel, stop)
-    print_summary(cfg)
+    ok, ran = _crawl(cfg, config_path, 0 if args.resume else args.cycles, args.parallel, stop)
+    print_summary(cfg, ran)
     if not ok:
         return 1
     return _seeds_reached(cfg)
@@ -149,12 +150,15 @@ def _seeds_reached(cfg: CrawlConfig) -> int:
     return 1
 
 
-def print_summary(cfg: CrawlConfig) -> None:
+def print_summary(cfg: CrawlConfig, cycles: list[str] | None = None) -> None:
     import polars as pl
 
     from atlas_pipeline.lake import SCHEMAS, Lake
+    from atlas_pipeline.stats import render_dump, run_dump
 
     lake = Lake(cfg.lake_uri, cfg.lake_options)
+    if cycles and lake.exists("fetches"):
+        print("\n" + render_dump(run_dump(lake, cycles)), end="")
     fetches, docs, links, urls = (lake.read(t) for t in ("fetches", "documents", "links", "urls"))
     pages = fetches.filter(pl.col("kind") == "page")
     print("\nPages fetched per origin (all cycles):")

@@ -114,8 +114,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(
             f"Sandbox web: {len(web.hosts)} origins on 127.0.0.1:{server.port}; crawl config {config_path}"
         )
-        ok = _crawl(cfg, str(config_path), args.cycles, 0)
-    print_summary(cfg)
+        ok, ran = _crawl(cfg, str(config_path), args.cycles, 0)
+    print_summary(cfg, ran)
     print(f"\nSandbox request log: {data_dir / 'sandbox-requests.jsonl'}")
     print("Open the same results in the Dagster UI:")
     print(f"  DAGSTER_HOME={cfg.data_dir / 'dagster_home'} ATLAS_CONFIG={config_path} "

@@ -396,6 +396,15 @@ def test_atlas_stats_matches_the_request_log_and_the_lake(
     res = run_atlas("crawl", "--config", str(cfg), "--cycles", "2", env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     log = sandbox.log.entries()
+    # the end-of-crawl stats dump: this crawl's fetches, statuses and latency percentiles
+    assert "Crawl stats (c0001, c0002):" in res.stdout
+    assert f"  fetches {len(log)} (" in res.stdout
+    statuses = Counter(str(e["status"]) for e in log)
+    shown_statuses = re.search(r"  statuses: (.*)", res.stdout)
+    assert shown_statuses is not None
+    assert dict(p.split("=") for p in shown_statuses.group(1).split(", ")) == {
+        k: str(v) for k, v in statuses.items()}  # fmt: skip
+    assert re.search(r"  latency all: p50 [\d.]+ s, p90 [\d.]+ s, p99 [\d.]+ s", res.stdout)
     shown = run_atlas("stats", "--config", str(cfg), "--json", env=env)
     assert shown.returncode == 0, shown.stderr
     stats = json.loads(shown.stdout)

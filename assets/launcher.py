@@ -40,6 +40,7 @@ from atlas_pipeline.config import ENV_SET, CrawlConfig
 from atlas_pipeline.errors import AtlasError
 
 from .partitions import crawl_partitions, partition_key
+from .sensors import IN_PROGRESS
 
 LOCATION = "atlas"  # the crawl's code location, named so in the repository's workspace.yaml too
 DEFINITIONS_MODULE = "assets.definitions"
@@ -316,15 +317,6 @@ def failure_message(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
     return f"run {run.status.value.lower()}"
 
 
-UNFINISHED = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
-
-
 def abandon_unfinished_runs(instance: dg.DagsterInstance) -> list[str]:
     """Runs a killed crawl left queued or started. Only called when this process took the
     instance's queue lock free and no daemon serves it, so none of them can still be running; left
@@ -332,7 +324,7 @@ def abandon_unfinished_runs(instance: dg.DagsterInstance) -> list[str]:
     would keep their `atlas_fetch` pool slots, forever (dagster-daemon's run monitoring does
     the same for runs it finds dead). Their partitions are finished again by
     `unfinished_partitions`, from the coordination store's own record."""
-    runs = instance.get_runs(dg.RunsFilter(statuses=UNFINISHED))
+    runs = instance.get_runs(dg.RunsFilter(statuses=IN_PROGRESS))
     for run in runs:
         if run.status == dg.DagsterRunStatus.QUEUED:
             instance.report_run_canceled(run, message="left queued by an atlas crawl that stopped")

@@ -90,7 +90,7 @@ def _deliver_tombstones(
 
 
 CYCLE_SENSOR_INTERVAL_S = 60
-IN_PROGRESS = [
+IN_PROGRESS = [  # a run in any of these may still change its partition
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,

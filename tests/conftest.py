@@ -326,6 +326,39 @@ def private_pg_schema() -> Iterator[str]:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
+@contextmanager
+def private_pg_database(prefix: str = "atlas_db") -> Iterator[str]:
+    """The name of a fresh PostgreSQL database (for a Dagster instance), dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    why = postgres_available()
+    if why:
+        pytest.skip(why)
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def load_benchmark(name: str) -> Any:
+    """A script of benchmarks/ as a module, so a test can run it small."""
+    import importlib.util
+
+    path = ROOT / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture()
 def pg_schema_url() -> Iterator[str]:
     """A coordination URL on a fresh, private PostgreSQL schema, dropped afterwards."""

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,12 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import psycopg
-import pytest
 import yaml
 from dagster._core.instance.ref import InstanceRef
 
-from tests.conftest import PG_URL, SandboxProcess, postgres_available, sandbox_config, write_config
+from tests.conftest import PG_URL, SandboxProcess, private_pg_database, sandbox_config, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -41,20 +38,12 @@ REPOSITORY = "__repository__@atlas"  # the UI's job page filters runs by this la
 
 @contextmanager
 def private_database() -> Iterator[str]:
-    why = postgres_available()
-    if why:
-        pytest.skip(why)
-    name = f"atlas_dg_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
+    """A fresh database for the Dagster instance, as a psycopg2 URL (dagster-postgres)."""
+    with private_pg_database("atlas_dg") as name:
         yield (
             PG_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg2://", 1)
             + f"/{name}"
         )
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @contextmanager

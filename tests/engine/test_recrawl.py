@@ -5,13 +5,10 @@ fetches)."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import math
 import random
-import sys
 import time
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -33,6 +30,7 @@ from atlas_pipeline.recrawl import (
     next_revisit,
     validators_trusted,
 )
+from tests.conftest import load_benchmark
 
 HOUR, DAY = 3600.0, 86400.0
 POLICY = RevisitPolicy(
@@ -294,13 +292,7 @@ def test_freshness_class_below_every_class_is_the_lowest() -> None:
 
 
 def _simulation() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "recrawl_simulation.py"
-    spec = importlib.util.spec_from_file_location("recrawl_simulation", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("recrawl_simulation")  # type: ignore[no-any-return]
 
 
 def test_simulation_adaptive_beats_fixed_daily_with_fewer_fetches() -> None:

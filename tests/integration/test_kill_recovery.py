@@ -5,24 +5,13 @@ or event, no URL left leased and no process of a killed group left running."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
-
-def _probe() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "kill_recovery.py"
-    spec = importlib.util.spec_from_file_location("kill_recovery", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import load_benchmark
 
 
 def test_kills_of_the_crawl_lose_nothing_and_leave_nothing_behind(tmp_path: Path) -> None:
-    result = _probe().run(tmp_path, kills=3, seed=2)
+    result = load_benchmark("kill_recovery").run(tmp_path, kills=3, seed=2)
     print(result)
     assert result.final_exit == 0
     assert result.reachable > 100 and result.documents == result.reachable

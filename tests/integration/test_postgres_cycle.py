@@ -3,7 +3,6 @@ instance (dagster-postgres), judged like the SQLite cycle: from the server's req
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,24 +17,15 @@ from assets.definitions import CRAWL_JOB, build_definitions
 from assets.partitions import CYCLE_PARTITIONS, partition_key
 from atlas_pipeline.config import load_config
 from atlas_sandbox import normalize_url
-from tests.conftest import PG_URL, SandboxProcess, postgres_available, sandbox_config, write_config
+from tests.conftest import PG_URL, SandboxProcess, private_pg_database, sandbox_config, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()
 def dagster_pg_db() -> Iterator[str]:
-    why = postgres_available()
-    if why:
-        pytest.skip(why)
-    name = f"atlas_dagster_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
+    with private_pg_database("atlas_dagster") as name:
         yield name
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def test_cycle_on_postgres_store_and_postgres_instance(

@@ -10,8 +10,9 @@ with links as (
         count(*) as links,
         count(*) filter (where reason = 'robots_disallowed') as robots_blocked_links,
         count(*) filter (where reason in (
-            'bad_url', 'scheme_not_allowed', 'userinfo_refused', 'host_not_allowed', 'max_depth',
-            'url_too_long', 'nofollow', 'meta_nofollow', 'egress_refused'
+            'bad_url', 'scheme_not_allowed', 'userinfo_refused', 'host_not_allowed',
+            'url_rule_denied', 'max_depth', 'url_too_long', 'nofollow', 'meta_nofollow',
+            'egress_refused'
         )) as scope_blocked_links,
         count(*) filter (where reason in (
             'query_variant_cap', 'path_pattern_cap', 'calendar_cap', 'path_variant_cap',

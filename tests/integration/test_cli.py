@@ -454,7 +454,7 @@ def test_stop_conditions_end_the_crawl_and_the_next_crawl_finishes_what_it_left(
     committed, no further cycle), exits 0 saying why; --max-seconds likewise; the next crawl
     finishes the partitions left, so nothing is lost or fetched twice."""
     cfg = write_config(tmp_path / "atlas.yaml", sandbox_config(sandbox, tmp_path,
-                       politeness={"min_gap_s": 0.3, "max_in_flight": 1}))  # fmt: skip
+                       politeness={"min_gap_s": 1.0, "max_in_flight": 1}))  # fmt: skip
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
     bad = run_atlas("crawl", "--config", str(cfg), "--max-pages", "0", env=env)
     assert bad.returncode == 2 and "must be more than 0" in bad.stderr
@@ -466,8 +466,9 @@ def test_stop_conditions_end_the_crawl_and_the_next_crawl_finishes_what_it_left(
     assert "stopped (a stop condition)" in res.stdout
     requested = len(sandbox.log.entries())
     reachable = len(sandbox.web.crawlable(50))
-    # it stopped soon after 12: within a check and the requests then in flight
-    assert 12 <= requested < reachable / 2, (requested, reachable)
+    # it stopped soon after 12 (5 origins at 1 request/s: the last commit window, the 1 s check
+    # and the runs' stop through their launcher each let a few more go), long before the end
+    assert 12 <= requested <= 12 + 30 < reachable, (requested, reachable)
 
     timed = run_atlas("crawl", "--config", str(cfg), "--max-seconds", "3", env=env)
     assert timed.returncode == 0, timed.stderr[-3000:]

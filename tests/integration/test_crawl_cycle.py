@@ -194,6 +194,8 @@ def test_materializations_carry_partition_and_table_row_counts(crawled: dict[str
                     if e.asset_key == dg.AssetKey(["crawl", "fetches"])]  # fmt: skip
         meta = event.materialization.metadata
         rows = fetches.filter(pl.col("origin_shard") == f"shard_{shard:03d}").height
-        assert meta["dagster/partition_row_count"].value == rows > 0
+        assert (
+            meta["dagster/partition_row_count"].value == rows
+        )  # 0 for a shard no origin hashed to
         seen_total.append(meta["dagster/row_count"].value)
-    assert seen_total == sorted(seen_total) and seen_total[-1] == fetches.height
+    assert seen_total == sorted(seen_total) and seen_total[-1] == fetches.height > 0

@@ -119,7 +119,6 @@ class Launcher:
         self._stack_has_lock = False
         self._serve = False
         self._process: Any = None
-        self.queue_errors: list[str] = []
         self.queue_failure: str | None = None
 
     def __enter__(self) -> Launcher:
@@ -203,9 +202,10 @@ class Launcher:
         try:
             with QueuedRunCoordinatorDaemon(interval_seconds=interval) as daemon:
                 while not self._stop.is_set():
-                    for result in daemon.run_iteration(process):
-                        if result is not None and hasattr(result, "message"):
-                            self.queue_errors.append(str(result.message).strip())
+                    # a run that cannot be launched is marked failed, with the error, by
+                    # the iteration itself: what it yields is only for the daemon's log
+                    for _ in daemon.run_iteration(process):
+                        pass
                     self._stop.wait(interval)
         except Exception as exc:  # the waiting crawl raises it: runs would never leave the queue
             self.queue_failure = f"the run queue stopped: {type(exc).__name__}: {exc}"

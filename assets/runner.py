@@ -109,7 +109,9 @@ class _StopCheck:
         if now < self._next or self.engine is None:
             return None
         self._next = now + CHECK_EVERY_S
-        counts = crawl_counts(self.engine, self.partitions, now - self.started)
+        # the records are parsed only when an error limit needs their statuses
+        counts = crawl_counts(self.engine, self.partitions, now - self.started,
+                              count_errors=self.limits.max_errors is not None)  # fmt: skip
         return stop_reason(self.limits, counts)
 
     def close(self) -> None:

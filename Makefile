@@ -18,6 +18,7 @@ $(STAMP): $(PY) requirements.lock pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+	bash scripts/ensure_chromium.sh
 
 demo: install
 	$(VENV)/bin/atlas demo

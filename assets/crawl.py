@@ -1,6 +1,7 @@
 """Crawl assets per (cycle, shard): frontier snapshot -> fetch batch (fetches, documents,
 links) -> URL catalogue. Each writes exactly its own Delta partition through the engine."""
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from atlas_pipeline.crawl import (
     fetch_shard,
     plan_frontier,
 )
+from atlas_pipeline.crawl_report import host_table, write_reports
 from atlas_pipeline.errors import BatchInterrupted, StoreOutageTooLong
 from atlas_pipeline.lake import frame
 from atlas_pipeline.report import write_report
@@ -116,6 +118,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         context: dg.AssetExecutionContext, atlas: AtlasCrawl
     ) -> Iterator[dg.MaterializeResult]:
         cycle, shard = cycle_and_shard(context)
+        context.log.addFilter(_other_partitions_provenance)
         with atlas.open() as engine:
             try:
                 result = fetch_shard(
@@ -269,24 +272,35 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         with atlas.open() as engine:
             lake = engine.lake
             origin_rows = lake.read("origins").filter(pl.col("origin_shard") == key)
+            fetches = lake.read_partition("fetches", cycle, key)
             report = write_report(
-                engine.cfg.reports_dir, cycle, key,
-                lake.read_partition("fetches", cycle, key), origin_rows,
+                engine.cfg.reports_dir, cycle, key, fetches, origin_rows,
                 lake.read_partition("recrawl_schedule", cycle, key),
                 links=lake.read_partition("links", cycle, key),
             )  # fmt: skip
-        rates = report.per_origin
+            # the cycle's page across shards: the last shard's report to run leaves it whole
+            cycle_page = write_reports(engine.cfg.reports_dir, lake, engine.cfg.seeds, [cycle])[0]
+        hosts = host_table(fetches, origin_rows)
         return dg.MaterializeResult(
             metadata={
                 "report": dg.MetadataValue.path(str(report.path)),
-                "requests_over_time": dg.MetadataValue.md(_sparkline_table(rates)),
-                "origins_over_limit": int(
-                    (rates["peak_rps"] > rates["limit_rps"].fill_null(float("inf"))).sum()
-                ) if rates.height else 0,
+                "cycle_report": dg.MetadataValue.path(str(cycle_page)),
+                "requests_over_time": dg.MetadataValue.md(_sparkline_table(report.per_origin)),
+                # judged on the gaps between request starts, as politeness_audit judges them
+                "origins_over_limit": int((~hosts["ok"]).sum()) if hosts.height else 0,
             }
-        )  # fmt: skip
+        )
 
     return [frontier, fetch_batch, urls, origins, dedupe_clusters, recrawl_schedule, crawl_report]
+
+
+def _other_partitions_provenance(record: logging.LogRecord) -> bool:
+    """Drop Dagster's "Data version mismatch" warning for the step's own documents. It
+    compares this partition's documents (which index_ready, of the same step, depends on)
+    with the asset's latest materialization of any partition: with shards running at once
+    that is another shard's, and the warning a false alarm on every concurrent crawl."""
+    text = str(record.msg)
+    return not (text.startswith("Data version mismatch for asset") and str(DOCUMENTS) in text)
 
 
 def _sparkline_table(rates: pl.DataFrame) -> str:

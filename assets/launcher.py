@@ -31,7 +31,7 @@ import dagster as dg
 import yaml
 from dagster._core.run_coordinator.queued_run_coordinator import QueuedRunCoordinator
 from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import ModuleTarget
+from dagster._core.workspace.load_target import CompositeTarget, ModuleTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
     QueuedRunCoordinatorDaemon,
 )
@@ -44,6 +44,9 @@ from .sensors import IN_PROGRESS
 
 LOCATION = "atlas"  # the crawl's code location, named so in the repository's workspace.yaml too
 DEFINITIONS_MODULE = "assets.definitions"
+DBT_LOCATION = "atlas_dbt"
+# each location's module, as workspace.yaml loads them
+LOCATIONS = {LOCATION: DEFINITIONS_MODULE, DBT_LOCATION: "assets.dbt_definitions"}
 SHARD_TAG = "dagster/partition/origin_shard"
 FETCH_POOL = "atlas_fetch"
 DAEMON_HEARTBEAT_TOLERANCE_S = 60.0
@@ -108,7 +111,11 @@ class Launcher:
     """Loads the code location, serves the run queue while it waits unless a daemon does,
     creates and submits shard runs, and waits for them."""
 
-    def __init__(self, instance: dg.DagsterInstance, home: Path, cfg: CrawlConfig) -> None:
+    def __init__(self, instance: dg.DagsterInstance, home: Path, cfg: CrawlConfig,
+                 locations: tuple[str, ...] = (LOCATION,)) -> None:  # fmt: skip
+        """`locations`: the code locations to load; the crawl's alone unless runs of the dbt
+        location are submitted too (importing dbt costs its code server about 1.2 s)."""
+        self.locations = locations
         self.instance = instance
         self.home = home
         self.cfg = cfg
@@ -136,18 +143,19 @@ class Launcher:
             # this process serves the queue from the start: whatever an earlier atlas process
             # left queued or started is dead (the lock was free)
             abandon_unfinished_runs(self.instance)
+        targets = [ModuleTarget(LOCATIONS[name], None, None, name) for name in self.locations]
         self._process = self._stack.enter_context(
             WorkspaceProcessContext(
                 self.instance,
-                # the crawl's location only: the dbt location (workspace.yaml) runs no crawl
-                ModuleTarget(DEFINITIONS_MODULE, None, None, LOCATION),
+                targets[0] if len(targets) == 1 else CompositeTarget(targets=targets),
                 code_server_log_level="WARNING",
             )
         )
         self._workspace = self._process.create_request_context()
-        error = self._workspace.get_code_location_error(LOCATION)
-        if error is not None:
-            raise AtlasError(f"the code location {LOCATION!r} did not load: {error.message}")
+        for name in self.locations:
+            error = self._workspace.get_code_location_error(name)
+            if error is not None:
+                raise AtlasError(f"the code location {name!r} did not load: {error.message}")
         self._start_serving()
 
     def __exit__(self, *exc: object) -> None:
@@ -222,13 +230,14 @@ class Launcher:
         return self.create_and_submit(job_name, tags, QUIET)
 
     def create_and_submit(self, job_name: str, tags: Mapping[str, str],
-                          run_config: Mapping[str, Any] | None = None) -> str:  # fmt: skip
+                          run_config: Mapping[str, Any] | None = None,
+                          location_name: str = LOCATION) -> str:  # fmt: skip
         from dagster._core.definitions.selector import JobSubsetSelector
 
-        location = self._workspace.get_code_location(LOCATION)
+        location = self._workspace.get_code_location(location_name)
         (repository_name,) = location.get_repository_names()
         repo = location.get_repository(repository_name)
-        job = location.get_job(JobSubsetSelector(location_name=LOCATION,
+        job = location.get_job(JobSubsetSelector(location_name=location_name,
             repository_name=repository_name, job_name=job_name, op_selection=None))  # fmt: skip
         config = dict(run_config or {})
         plan = location.get_execution_plan(job, config, step_keys_to_execute=None,

@@ -95,18 +95,26 @@ class BatchStats:
     given_back: int = 0  # URLs in flight at an interrupt, back in the queue untried
     deadline_hit: bool = False  # limits.batch_max_s ended the batch; `deferred` URLs wait
     outcomes: Counter[str] = field(default_factory=Counter)
+    statuses: Counter[str] = field(default_factory=Counter)  # per request: "200", or "none"
+
+    @property
+    def errors(self) -> int:
+        """Requests that failed: no response, or a 5xx (what --max-errors counts)."""
+        return sum(n for status, n in self.statuses.items()
+                   if status == "none" or int(status) >= 500)  # fmt: skip
 
     @property
     def elapsed_s(self) -> float:
         return self.finished_at - self.started_at
 
     def progress_line(self, now: float) -> str:
-        """One log line: what the batch did so far and how fast."""
+        """One log line: what the batch did so far, how fast, with which answers."""
         took = max(now - self.started_at, 1e-9)
+        statuses = " ".join(f"{k}={n}" for k, n in sorted(self.statuses.items())) or "none yet"
         return (f"{self.cycle}/shard {self.shard}: {self.requests} requests "
-                f"({self.requests / took:.1f}/s), {self.extracted} extracted, "
-                f"{self.bytes / 1e6:.1f} MB, {self.stale_commits} stale commits, "
-                f"{took:.0f} s")  # fmt: skip
+                f"({self.requests / took:.1f}/s), statuses {statuses}, {self.errors} errors, "
+                f"{self.extracted} extracted, {self.bytes / 1e6:.1f} MB, "
+                f"{self.stale_commits} stale commits, {took:.0f} s")  # fmt: skip
 
 
 class StoreOutage:
@@ -158,11 +166,9 @@ class FetchBatch:
         shard: int,
         clock: Callable[[], float] = time.time,
         on_progress: Callable[[BatchStats], None] | None = None,
-        progress_every_s: float = 10.0,
     ) -> None:
         self.cfg, self.store, self.bodies, self.pool = cfg, store, bodies, pool
-        self._on_progress, self._progress_every_s = on_progress, progress_every_s
-        self._progress_at = clock() + progress_every_s
+        self._on_progress = on_progress
         self.cycle, self.shard, self.clock = cycle, shard, clock
         dns = DnsCachePolicy(cfg.dns.ttl_s, cfg.dns.max_ttl_s, cfg.dns.negative_ttl_s,
                              cfg.dns.cache_entries)  # fmt: skip
@@ -219,7 +225,12 @@ class FetchBatch:
 
     async def run(self) -> BatchStats:
         async with self.running():
-            await self._loop()
+            ticker = asyncio.create_task(self._tick_progress()) if self._on_progress else None
+            try:
+                await self._loop()
+            finally:
+                if ticker is not None:
+                    ticker.cancel()
             if self._background:
                 await asyncio.gather(*self._background)
             try:
@@ -228,6 +239,15 @@ class FetchBatch:
                 log.warning("could not label the URLs of paused origins: %s", exc)
         self.stats.finished_at = self.clock()
         return self.stats
+
+    async def _tick_progress(self) -> None:
+        """A progress line every `limits.progress_every_s` whatever the loop is waiting on;
+        the callback (a Dagster log write: a database) runs off the loop."""
+        assert self._on_progress is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.cfg.limits.progress_every_s)
+            await loop.run_in_executor(self._io, self._on_progress, self.stats)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -270,9 +290,6 @@ class FetchBatch:
             if now >= self._deadline:
                 await self._end_at_deadline(tasks)
                 return
-            if self._on_progress is not None and now >= self._progress_at:
-                self._progress_at = now + self._progress_every_s
-                self._on_progress(self.stats)
             if not await self._flush(now):
                 await self._sleep(min(self.outage.retry_at - now, MAX_SLEEP_S))
                 continue
@@ -596,6 +613,7 @@ class FetchBatch:
             return
         failpoints.hit("after_response")
         self.stats.requests += 1
+        self.stats.statuses["none" if resp.status is None else str(resp.status)] += 1
         self.stats.bytes += len(resp.body)
         now = self.clock()
         if now - lease.claimed_at > self.cfg.lease_s / 2:
@@ -762,11 +780,15 @@ def run_batch(
     shard: int,
     on_progress: Callable[[BatchStats], None] | None = None,
 ) -> BatchStats:
-    """Sync boundary for assets and the CLI; `on_progress` hears about the batch every 10 s.
-    In the main thread, Ctrl-C (SIGINT) interrupts the batch gracefully (FetchBatch.interrupt;
+    """Sync boundary for assets and the CLI; `on_progress` hears about the batch every
+    `limits.progress_every_s` and once when it ends, however short it was. In the main
+    thread, Ctrl-C (SIGINT) interrupts the batch gracefully (FetchBatch.interrupt;
     `stats.interrupted` tells), a second one at once."""
     batch = FetchBatch(cfg, store, bodies, pool, cycle, shard, on_progress=on_progress)
-    return asyncio.run(_interruptible(batch))
+    stats = asyncio.run(_interruptible(batch))
+    if on_progress is not None:
+        on_progress(stats)
+    return stats
 
 
 async def _interruptible(batch: FetchBatch) -> BatchStats:

@@ -233,6 +233,8 @@ class Limits(_Section):
     """How long a batch waits out an unreachable coordination store before it fails."""
     interrupt_grace_s: float = Field(d.INTERRUPT_GRACE_S, ge=0)
     """After Ctrl-C, seconds requests in flight get to finish before their URLs go back."""
+    progress_every_s: float = Field(10.0, gt=0)
+    """Seconds between a fetch batch's progress lines in its run's log (one more at its end)."""
 
 
 class Discovery(_Section):

@@ -333,6 +333,20 @@ class Lake:
             (pl.col("crawl_cycle") == cycle) & (pl.col("origin_shard") == shard)
         ).collect()
 
+    def read_cycle(self, table: str, cycle: str) -> pl.DataFrame:
+        """One cycle's rows of every shard (the scan prunes the other cycles' files)."""
+        if not self.exists(table):
+            return frame(table, [])
+        scan = pl.scan_delta(self.uri(table), storage_options=self.storage_options)
+        return scan.filter(pl.col("crawl_cycle") == cycle).collect()
+
+    def cycles(self, table: str) -> list[str]:
+        """The cycles the table holds rows of, in order."""
+        if not self.exists(table):
+            return []
+        scan = pl.scan_delta(self.uri(table), storage_options=self.storage_options)
+        return sorted(scan.select("crawl_cycle").unique().collect()["crawl_cycle"].to_list())
+
     def read(self, table: str) -> pl.DataFrame:
         if not self.exists(table):
             return frame(table, [])

@@ -14,6 +14,8 @@ target path). So one manifest serves every lake root, and `ensure_manifest` only
 is missing or older than a file of the project.
 """
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -148,6 +150,23 @@ def _environ(values: Mapping[str, str]) -> Iterator[None]:
                     os.environ[key] = old
 
 
+DBT_JOB = "dbt_models_job"
+
+
+class _LogLines(io.TextIOBase):
+    """A text stream whose lines become debug messages of a Dagster log."""
+
+    def __init__(self, log: Any) -> None:
+        self._log, self._rest = log, ""
+
+    def write(self, text: str) -> int:
+        *lines, self._rest = (self._rest + text).split("\n")
+        for line in lines:
+            if line.strip():
+                self._log.debug(line)
+        return len(text)
+
+
 class AtlasDbtTranslator(DagsterDbtTranslator):
     """Default dagster-dbt keys (model name; sources keyed by `meta.dagster.asset_key`), group "dbt"."""
 
@@ -182,7 +201,16 @@ def build_dbt_defs(
             Path(target_db).parent.mkdir(parents=True, exist_ok=True)
         with _environ(env):  # dbt's subprocess is started inside cli()
             invocation = dbt.cli(["build"], context=context)
-        yield from invocation.stream()
+        # dagster-dbt re-prints every dbt log line on stdout, which a run's terminal shows:
+        # they go to the run's log at debug level instead (the UI shows them there)
+        with contextlib.redirect_stdout(_LogLines(context.log)):
+            yield from invocation.stream()
 
     resource = DbtCliResource(project_dir=project, dbt_executable=dbt_executable())
-    return dg.Definitions(assets=[atlas_dbt], resources={DBT_RESOURCE_KEY: resource})
+    job = dg.define_asset_job(
+        DBT_JOB,
+        selection=dg.AssetSelection.assets(atlas_dbt),
+        description="dbt build: every model over the lake's tables, with its tests.",
+        executor_def=dg.in_process_executor,
+    )
+    return dg.Definitions(assets=[atlas_dbt], jobs=[job], resources={DBT_RESOURCE_KEY: resource})

@@ -389,3 +389,27 @@ def running_s3() -> Iterator[int]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# Chromium ---------------------------------------------------------------------------------
+@contextmanager
+def chromium_browser(allow: tuple[str, ...] = ()) -> Iterator[Any]:
+    """Debian's Chromium under Playwright, sealed off the network but for `allow` (see
+    atlas_pipeline.browser).
+    Without a browser the test is skipped, except in CI, where `make test` installs it and a
+    missing browser fails the test: browser tests are never skipped silently there."""
+    from playwright.sync_api import sync_playwright
+
+    from atlas_pipeline.browser import chromium_path, launch_options
+
+    path = chromium_path()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is not installed; run scripts/ensure_chromium.sh")
+        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(**launch_options(path, allow))
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -1,5 +1,5 @@
 """The `atlas` command: crawl (`crawl`), operator (`pause`, `resume`, `set-policy`, `optout`,
-`retention`), maintenance (`config`, `sweep-bodies`, `reextract`, `inspect`) and sandbox
+`retention`), maintenance (`config`, `sweep-bodies`, `reextract`, `inspect`, `stats`, `report`) and sandbox
 (`web`, `canary`, `indexer`, `demo`) commands, one module each."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from atlas_pipeline.errors import AtlasError
 from .crawl import cmd_crawl
 from .maintenance import cmd_config, cmd_inspect, cmd_reextract, cmd_stats, cmd_sweep_bodies
 from .operator import _operator_args, cmd_optout, cmd_pause, cmd_retention, cmd_set_policy
+from .reports import cmd_report
 from .sandbox import DEMO_CYCLES, cmd_canary, cmd_demo, cmd_indexer, cmd_web
 
 
@@ -116,6 +117,12 @@ def parser() -> argparse.ArgumentParser:
     stats.add_argument("--cycle", help="count this cycle's fetches and documents only")
     stats.add_argument("--json", action="store_true", help="as JSON")
     stats.set_defaults(func=cmd_stats)
+    report = sub.add_parser(
+        "report", help="write the crawl-wide HTML report of every cycle and their index page"
+    )
+    report.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    report.add_argument("--cycle", help="only this cycle's page (the index always)")
+    report.set_defaults(func=cmd_report)
     config = sub.add_parser("config", help="validate a crawl config and print every key")
     config.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
     _set_args(config)

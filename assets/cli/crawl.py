@@ -59,7 +59,8 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int,
 
 class CycleProgress:
     """A bar per cycle: URLs of the cycle done against URLs queued for it (the total grows as
-    links come in), read from the coordination store twice a second, with rate and ETA."""
+    links come in) and their answers (statuses, errors), read from the coordination store
+    twice a second, with rate and ETA."""
 
     def __init__(self, cfg: CrawlConfig) -> None:
         self.cfg = cfg
@@ -98,6 +99,7 @@ class CycleProgress:
                 try:
                     engine = engine or Engine.from_config(self.cfg)
                     done, total = engine.store.cycle_progress(cycle)
+                    statuses = engine.store.cycle_statuses(cycle)
                 except AtlasError as exc:
                     progress.set_postfix_str(f"store unreachable, retrying ({exc})"[:120])
                     if engine is not None:
@@ -107,6 +109,7 @@ class CycleProgress:
                 else:
                     progress.total = max(total, done)
                     progress.n = done
+                    progress.set_description_str(f"cycle {cycle}: {status_summary(statuses)}")
                     progress.set_postfix_str("")
                 progress.refresh()
                 if self._stop.wait(0.5):
@@ -115,6 +118,15 @@ class CycleProgress:
             progress.close()
             if engine is not None:
                 engine.close()
+
+
+def status_summary(statuses: dict[str, int]) -> str:
+    """The bar's answers so far: "200=40 304=3, 2 errors" (no response, or a 5xx)."""
+    from atlas_pipeline.stop import is_error
+
+    shown = " ".join(f"{k}={n}" for k, n in sorted(statuses.items())) or "no answers yet"
+    errors = sum(n for k, n in statuses.items() if is_error(None if k == "none" else k))
+    return f"{shown}, {errors} errors"
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -178,6 +190,8 @@ def print_summary(cfg: CrawlConfig, cycles: list[str] | None = None) -> None:
     for table in SCHEMAS:
         if lake.exists(table):
             print(f"  {lake.uri(table)}")
-    reports = cfg.reports_dir
-    if reports.exists():
-        print(f"Crawl reports (HTML, one per cycle and shard): {reports}")
+    if lake.exists("fetches"):
+        from .reports import write_crawl_reports
+
+        index = write_crawl_reports(cfg, cycles or None)[-1]
+        print(f"Crawl report (HTML, each cycle across its shards, per-shard pages linked): {index}")

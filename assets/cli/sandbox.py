@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from atlas_pipeline.config import load_config
+from atlas_pipeline.config import CrawlConfig, load_config
 from atlas_pipeline.errors import AtlasError
 
 from .crawl import _crawl, print_summary
@@ -98,6 +98,39 @@ def demo_config(data_dir: Path, port: int) -> dict[str, object]:
     }
 
 
+def _demo_rest(cfg: CrawlConfig) -> bool:
+    """After the crawl, what a user of the UI would otherwise find never run: the dbt models
+    (and their tests) over the lake and the tables' freshness checks, each a run submitted to
+    the instance like the crawl's."""
+    import dagster as dg
+
+    from resources.dbt import DBT_JOB
+
+    from ..definitions import FRESHNESS_JOB
+    from ..launcher import (
+        DBT_LOCATION,
+        LOCATION,
+        QUIET,
+        Launcher,
+        ensure_dagster_home,
+        failure_message,
+    )
+
+    home = ensure_dagster_home(cfg)
+    tags = {"atlas/source": "atlas demo"}
+    ok = True
+    with dg.DagsterInstance.get() as instance, \
+            Launcher(instance, home, cfg, (LOCATION, DBT_LOCATION)) as launcher:  # fmt: skip
+        runs = {launcher.create_and_submit(FRESHNESS_JOB, tags, QUIET): FRESHNESS_JOB,
+                launcher.create_and_submit(DBT_JOB, tags, QUIET, DBT_LOCATION): DBT_JOB}  # fmt: skip
+        for run in launcher.wait(list(runs)):
+            done = run.status == dg.DagsterRunStatus.SUCCESS
+            ok = ok and done
+            print(f"{runs[run.run_id]}: run {run.run_id[:8]} "
+                  + ("ok" if done else f"FAILED: {failure_message(instance, run)}"))  # fmt: skip
+    return ok
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from atlas_sandbox import SandboxServer, SandboxWeb
 
@@ -116,6 +149,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         ok, ran = _crawl(cfg, str(config_path), args.cycles, 0)
     print_summary(cfg, ran)
+    ok = _demo_rest(cfg) and ok
     print(f"\nSandbox request log: {data_dir / 'sandbox-requests.jsonl'}")
     print("Open the same results in the Dagster UI:")
     print(f"  DAGSTER_HOME={cfg.data_dir / 'dagster_home'} ATLAS_CONFIG={config_path} "

@@ -26,6 +26,18 @@ class ReadStore(StoreCore):
         ).fetchone()
         return int(row[0]), int(row[1])
 
+    def cycle_statuses(self, cycle: str) -> dict[str, int]:
+        """The last HTTP status of each URL of `cycle` done so far, counted ("none": no
+        response)."""
+        rows = self._select(
+            """SELECT last_status, COUNT(*) FROM urls
+               WHERE cycle = :cycle AND state NOT IN ('eligible', 'failed_retryable', 'leased')
+                 AND last_fetch_at IS NOT NULL
+               GROUP BY last_status""",
+            {"cycle": cycle},
+        )
+        return {("none" if r[0] is None else str(r[0])): int(r[1]) for r in rows}
+
     def fetch_records(self, cycle: str, shard: int) -> Iterator[dict[str, Any]]:
         """The committed records of one partition, streamed (a partition can be large)."""
         rows = self._select(

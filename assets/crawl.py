@@ -346,7 +346,7 @@ def _dedupe_meta(df: pl.DataFrame) -> dict[str, Any]:
         "urls": urls,
         "documents": documents,
         "near_duplicate_clusters": clusters,
-        "dedupe_ratio": round(1 - clusters / urls, 4) if urls else 0.0,
+        "dedupe_ratio": round(1 - clusters / urls, 3) if urls else 0.0,
         "largest_clusters": frame_table(groups) if groups.height else dg.MetadataValue.text("none"),
     }
 
@@ -360,13 +360,14 @@ def _fetch_meta(fetches: pl.DataFrame, stats: Any, result: Any) -> dict[str, Any
             (pl.col("status") == 304).sum().alias("not_modified"),
             (pl.col("reason") == "content_unchanged").sum().alias("unchanged_200"),
             pl.col("bytes").sum().alias("bytes"),
-            pl.col("elapsed_s").mean().round(4).alias("mean_s"),
+            pl.col("elapsed_s").mean().round(3).alias("mean_s"),
         )
         .sort("origin")
     )
     return {
-        "batch_fence": result.lease.fence,
-        "superseded_by_fence": result.superseded_by or 0,
+        # fence tokens are ids, not measures: text, so the UI does not plot them
+        "batch_fence": dg.MetadataValue.text(str(result.lease.fence)),
+        "superseded_by_fence": dg.MetadataValue.text(str(result.superseded_by or "none")),
         "store_outages": stats.store_outages,
         "requests": stats.requests + stats.robots_requests,
         "stale_commits": stats.stale_commits,

@@ -84,6 +84,7 @@ def table_metadata(
         **({"dagster/row_count": total} if total is not None else {}),
         "dagster/uri": dg.MetadataValue.path(written.uri),
         "dagster/column_schema": column_schema(written.table),
-        "delta_version": written.version,
+        # a version is an id to time-travel to, not a measure: text, so the UI does not plot it
+        "delta_version": dg.MetadataValue.text(str(written.version)),
         **(extra or {}),
     }

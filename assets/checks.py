@@ -204,8 +204,8 @@ def _build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChec
         context: dg.AssetCheckExecutionContext, atlas: AtlasCrawl
     ) -> dg.AssetCheckResult:
         """In every freshness class, at most `freshness.max_stale_share` of the checked URLs
-        went unchecked for longer than the class target (seed 001 ch. 3: one global average
-        can hide neglected sites)."""
+        went unchecked for longer than the class target: judged per class, because one
+        average over all URLs can hide neglected sites."""
         cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
         cfg = atlas.crawl_config()
         with atlas.open() as engine:

@@ -1,7 +1,7 @@
 """What every lake table and column means, for an analyst: units, what null means, which
 reason codes a column holds. `lake_schema.SCHEMAS` holds the types; this holds the words, and
-a test fails when the two name different columns. The Dagster asset pages and the README's
-column reference (`column_reference`) are both made from it.
+a test fails when the two name different columns. The Dagster asset pages, the README's
+column reference and the dbt sources are all made from it (`lake_reference`).
 
 Timestamps are UTC; a `_s` column is in seconds. Reason codes are those `atlas inspect`
 explains.
@@ -336,28 +336,3 @@ def undescribed() -> list[str]:
         out += [f"{table}.{c}: no description" for c in columns if not described.get(c)]
         out += [f"{table}.{c}: not a column" for c in described if c not in columns]
     return sorted(out)
-
-
-# The README's generated column reference sits between these lines (scripts/column_table.py
-# rewrites it; a test compares it with column_reference()).
-COLUMNS_BEGIN = "<!-- lake columns: generated from atlas_pipeline/lake_columns.py -->"
-COLUMNS_END = "<!-- end of lake columns -->"
-
-
-def column_reference() -> str:
-    """The README's column reference: one table per lake table, in a <details> block each."""
-    blocks = []
-    for table, columns in SCHEMAS.items():
-        rows = [f"| `{c}` | {_type_name(t)} | {COLUMN_DESCRIPTIONS[table][c]} |"
-                for c, t in columns.items()]  # fmt: skip
-        blocks.append("\n".join([
-            f"<details><summary><code>{table}</code>: {TABLE_DESCRIPTIONS[table]}</summary>",
-            "", "| column | type | meaning |", "|---|---|---|", *rows, "", "</details>",
-        ]))  # fmt: skip
-    return "\n\n".join(blocks)
-
-
-def _type_name(dtype: object) -> str:
-    """A dtype as the README shows it: String, Int64, Datetime(us, UTC), List(String)."""
-    name = str(dtype)
-    return name.replace("time_unit='us', time_zone='UTC'", "us, UTC")

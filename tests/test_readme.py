@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from atlas_pipeline.config import config_reference
-from atlas_pipeline.lake_columns import COLUMNS_BEGIN, COLUMNS_END, column_reference
+from atlas_pipeline.lake_reference import COLUMNS_BEGIN, COLUMNS_END, column_reference
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 

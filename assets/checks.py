@@ -112,7 +112,8 @@ def _recency_check(table: str, key: dg.AssetKey) -> dg.AssetChecksDefinition:
         limit = cfg.freshness.table_max_age_s
         return dg.AssetCheckResult(
             passed=age is not None and age <= limit,
-            metadata={"age_s": -1.0 if age is None else round(age, 1),
+            # no age for a table never written: a made-up -1 would be a point on its plot
+            metadata={**({} if age is None else {"age_s": round(age, 1)}),
                       "max_age_s": _setting(limit, "s"), "never_written": age is None},
         )  # fmt: skip
 

@@ -247,7 +247,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "charset": "Character encoding the body was decoded with.",
         "body_key": "sha256 of the raw body (its key in the body store), kept until body "
         "retention expires it.",
-        "links_out": "Distinct link targets recorded for the page (in links).",
+        "links_out": "Distinct link targets found on the page (its rows in links, less any "
+        "an opt-out removed).",
         "extraction_version": _EXTRACTION,
         "fetched_at": "When the page was requested.",
         "batch_fence": _FENCE,

@@ -20,11 +20,12 @@ from atlas_pipeline.crawl import (
 from atlas_pipeline.crawl_report import host_table, write_reports
 from atlas_pipeline.errors import BatchInterrupted, StoreOutageTooLong
 from atlas_pipeline.lake import frame
+from atlas_pipeline.lake_columns import TABLE_DESCRIPTIONS
 from atlas_pipeline.report import write_report
 from atlas_pipeline.urls import shard_key
 from resources.config import AtlasCrawl
 
-from .metadata import counts, frame_table, preview, table_metadata
+from .metadata import column_schema, counts, frame_table, preview, table_metadata
 from .partitions import cycle_and_shard
 
 FRONTIER = dg.AssetKey(["crawl", "frontier"])
@@ -42,13 +43,22 @@ TABLES = {key.path[-1]: key for key in (FRONTIER, FETCHES, DOCUMENTS, DOCUMENT_T
                                         ORIGINS, DEDUPE_CLUSTERS, INDEX_READY, RECRAWL_SCHEDULE)}  # fmt: skip
 
 
+def _described(table: str) -> dict[str, Any]:
+    """A lake table asset's description and column schema, shown on its page before any
+    materialization (the lake's own words for it)."""
+    return {"description": TABLE_DESCRIPTIONS[table],
+            "metadata": {"dagster/column_schema": column_schema(table)}}  # fmt: skip
+
+
 def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetsDefinition]:
     @dg.asset(
-        key=FRONTIER, partitions_def=partitions, group_name="crawl", kinds={"delta", "polars"}
+        key=FRONTIER,
+        partitions_def=partitions,
+        group_name="crawl",
+        kinds={"delta", "polars"},
+        **_described("frontier"),
     )
     def frontier(context: dg.AssetExecutionContext, atlas: AtlasCrawl) -> dg.MaterializeResult:
-        """Frontier snapshot: the URLs queued for this cycle and shard (seeds, new links,
-        carried-over retries, due revisits), at most max_pages_per_origin per origin."""
         cycle, shard = cycle_and_shard(context)
         with atlas.open() as engine:
             rows, written = plan_frontier(engine, cycle, shard)
@@ -73,38 +83,31 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
                 FETCHES,
                 deps=[FRONTIER],
                 kinds={"delta", "aiohttp"},
-                description="One row per request (pages and robots.txt): status, bytes, "
-                "timings, validators, body key, reason code, lease id and fence token.",
+                **_described("fetches"),
             ),
             dg.AssetSpec(
                 DOCUMENTS,
                 deps=[FRONTIER],
                 kinds={"delta", "trafilatura"},
-                description="Extracted documents, one per URL fetch: title, author, date, "
-                "language, content hash (document_id of its text), canonical hint, extraction "
-                "version, provenance.",
+                **_described("documents"),
             ),
             dg.AssetSpec(
                 DOCUMENT_TEXTS,
                 deps=[FRONTIER],
                 kinds={"delta"},
-                description="Extracted text, stored once per document id however many URLs "
-                "hold it (join documents.text_hash = document_texts.document_id).",
+                **_described("document_texts"),
             ),
             dg.AssetSpec(
                 LINKS,
                 deps=[FRONTIER],
                 kinds={"delta"},
-                description="Every distinct link of every fetched page with its "
-                "admission decision (reason code) and provenance.",
+                **_described("links"),
             ),
             dg.AssetSpec(
                 INDEX_READY,
                 deps=[DOCUMENTS],  # its events are made from the documents, in the same step
                 kinds={"delta"},
-                description="The indexer outbox: one event per document (deterministic event "
-                "id), written with the documents; none for a noindex one, a delete when a "
-                "delivered page turns noindex; the index_delivery sensor sends it on.",
+                **_described("index_ready"),
             ),
         ],
         partitions_def=partitions,
@@ -172,10 +175,9 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         partitions_def=partitions,
         group_name="crawl",
         kinds={"delta"},
+        **_described("urls"),
     )
     def urls(context: dg.AssetExecutionContext, atlas: AtlasCrawl) -> dg.MaterializeResult:
-        """URL catalogue: one row per canonical URL of this shard with its state, reason code,
-        attempts, fence, validators and provenance, as it stands after the cycle."""
         cycle, shard = cycle_and_shard(context)
         with atlas.open() as engine:
             written = export_urls(engine, cycle, shard)
@@ -197,12 +199,11 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         partitions_def=partitions,
         group_name="crawl",
         kinds={"delta"},
+        **_described("dedupe_clusters"),
     )
     def dedupe_clusters(
         context: dg.AssetExecutionContext, atlas: AtlasCrawl
     ) -> dg.MaterializeResult:
-        """Each document's content id (exact text) and near-duplicate cluster label, with the
-        threshold and method that decided it. Labels only: every document is kept."""
         cycle, shard = cycle_and_shard(context)
         with atlas.open() as engine:
             written = cluster_documents(engine, cycle, shard)
@@ -215,12 +216,11 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         partitions_def=partitions,
         group_name="crawl",
         kinds={"delta"},
+        **_described("recrawl_schedule"),
     )
     def recrawl_schedule(
         context: dg.AssetExecutionContext, atlas: AtlasCrawl
     ) -> dg.MaterializeResult:
-        """Every checked URL of the shard: when it is due again and why, its estimated change
-        rate, and how stale it is against its freshness class's target."""
         cycle, shard = cycle_and_shard(context)
         with atlas.open() as engine:
             written = export_schedule(engine, cycle, shard)
@@ -235,10 +235,9 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         partitions_def=partitions,
         group_name="crawl",
         kinds={"delta"},
+        **_described("origins"),
     )
     def origins(context: dg.AssetExecutionContext, atlas: AtlasCrawl) -> dg.MaterializeResult:
-        """Origins of this shard as they stand after the cycle: pacing (configured and
-        adaptive gap), fairness class, robots status, validator trust, operator pause."""
         cycle, shard = cycle_and_shard(context)
         with atlas.open() as engine:
             written = export_origins(engine, cycle, shard)
@@ -361,7 +360,7 @@ def _dedupe_meta(df: pl.DataFrame) -> dict[str, Any]:
         "urls": urls,
         "documents": documents,
         "near_duplicate_clusters": clusters,
-        "dedupe_ratio": round(1 - clusters / urls, 4) if urls else 0.0,
+        "dedupe_ratio": round(1 - clusters / urls, 3) if urls else 0.0,
         "largest_clusters": frame_table(groups) if groups.height else dg.MetadataValue.text("none"),
     }
 
@@ -375,13 +374,14 @@ def _fetch_meta(fetches: pl.DataFrame, stats: Any, result: Any) -> dict[str, Any
             (pl.col("status") == 304).sum().alias("not_modified"),
             (pl.col("reason") == "content_unchanged").sum().alias("unchanged_200"),
             pl.col("bytes").sum().alias("bytes"),
-            pl.col("elapsed_s").mean().round(4).alias("mean_s"),
+            pl.col("elapsed_s").mean().round(3).alias("mean_s"),
         )
         .sort("origin")
     )
     return {
-        "batch_fence": result.lease.fence,
-        "superseded_by_fence": result.superseded_by or 0,
+        # fence tokens are ids, not measures: text, so the UI does not plot them
+        "batch_fence": dg.MetadataValue.text(str(result.lease.fence)),
+        "superseded_by_fence": dg.MetadataValue.text(str(result.superseded_by or "none")),
         "store_outages": stats.store_outages,
         "requests": stats.requests + stats.robots_requests,
         "stale_commits": stats.stale_commits,

@@ -9,7 +9,8 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from atlas_pipeline.lake import SCHEMAS, Lake, Written
+from atlas_pipeline.lake import SCHEMAS, TS, Lake, Written
+from atlas_pipeline.lake_columns import COLUMN_DESCRIPTIONS
 
 _DG_TYPES = {
     pl.String: "string",
@@ -21,12 +22,22 @@ _DG_TYPES = {
 
 
 def column_schema(table: str) -> dg.TableSchema:
+    """The table's columns with their types and meanings, as the asset page lists them."""
+    described = COLUMN_DESCRIPTIONS[table]
     return dg.TableSchema(
         columns=[
-            dg.TableColumn(name, _DG_TYPES.get(dtype, "timestamp"))
+            dg.TableColumn(name, _dg_type(dtype), description=described[name])
             for name, dtype in SCHEMAS[table].items()
         ]
     )
+
+
+def _dg_type(dtype: Any) -> str:
+    if dtype == TS:
+        return "timestamp"
+    if isinstance(dtype, pl.List):
+        return f"list<{_dg_type(dtype.inner)}>"
+    return _DG_TYPES.get(dtype, "string")
 
 
 def frame_table(df: pl.DataFrame, limit: int = 50) -> dg.TableMetadataValue:
@@ -73,6 +84,7 @@ def table_metadata(
         **({"dagster/row_count": total} if total is not None else {}),
         "dagster/uri": dg.MetadataValue.path(written.uri),
         "dagster/column_schema": column_schema(written.table),
-        "delta_version": written.version,
+        # a version is an id to time-travel to, not a measure: text, so the UI does not plot it
+        "delta_version": dg.MetadataValue.text(str(written.version)),
         **(extra or {}),
     }

@@ -1,5 +1,7 @@
 """The lake's tables: every column and its type, the partitioning, and the columns that
-name a URL or an origin (what an opt-out purge matches on). `lake` writes and reads them."""
+name a URL or an origin (what an opt-out purge matches on). `lake` writes and reads them;
+`lake_columns` says what each table and column means (a column added here needs its words
+there, or tests/engine/test_lake.py fails)."""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from atlas_pipeline.crawl import (
 )
 from atlas_pipeline.dedupe import METHODS
 from atlas_pipeline.lake import SCHEMAS, Lake
+from atlas_pipeline.lake_reference import dbt_sources
 from atlas_pipeline.outbox import DELETE, UPSERT
 from atlas_pipeline.reasons import Reason
 from atlas_pipeline.robots import RobotsStatus
@@ -79,6 +80,12 @@ def _accepted_values_in_yml() -> dict[tuple[str, str, str | None], list[str]]:
 
 def test_accepted_values_equal_the_enums() -> None:
     assert _accepted_values_in_yml() == EXPECTED_ACCEPTED_VALUES
+
+
+def test_the_sources_file_is_the_generated_one() -> None:
+    """The sources carry the lake's own table and column descriptions (lake_columns), exactly
+    as scripts/dbt_sources.py writes them: re-run it after changing a description."""
+    assert SOURCES_YML.read_text() == dbt_sources()
 
 
 def test_sources_point_at_the_crawl_assets() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -97,3 +99,58 @@ def test_next_cycle_key_is_sortable_and_ignores_foreign_keys() -> None:
     assert next_cycle_key([]) == "c0001"
     assert next_cycle_key(["c0001", "c0009", "manual"]) == "c0010"
     assert next_cycle_key([f"c{n:04d}" for n in range(1, 10)]) == "c0010"  # sorts after c0009
+
+
+# What a user reading the UI cannot act on: design-document chapters, issue numbers, private
+# function names, our source files.
+INTERNAL = re.compile(r"\bseed 00\d|\bch\. \d|\bissue \d|\b_[a-z][a-z_]*\b|\.py\b|first round",
+                      re.I)  # fmt: skip
+
+
+def ui_descriptions(d: dg.Definitions) -> Iterator[tuple[str, str]]:
+    """(where, text) for every description the UI shows: assets and their columns, checks,
+    jobs, their ops and op config fields, schedules, sensors, resources and their fields."""
+    for assets_def in d.assets or []:
+        assert isinstance(assets_def, dg.AssetsDefinition)
+        for spec in assets_def.specs:
+            yield f"asset {spec.key.to_user_string()}", spec.description or ""
+            schema = spec.metadata.get("dagster/column_schema")
+            for col in schema.columns if isinstance(schema, dg.TableSchema) else []:
+                yield f"column {spec.key.to_user_string()}.{col.name}", col.description or ""
+    for checks_def in d.asset_checks or []:
+        assert isinstance(checks_def, dg.AssetChecksDefinition)
+        for check in checks_def.check_specs:
+            yield f"check {check.name}", check.description or ""
+    for job in d.resolve_all_job_defs():
+        yield f"job {job.name}", job.description or ""
+        for node in job.graph.node_defs:
+            yield f"op {node.name}", node.description or ""
+            config = node.config_schema.config_type if node.config_schema else None
+            for name, field in getattr(config, "fields", {}).items():
+                yield f"op {node.name} config {name}", field.description or ""
+    for schedule in d.schedules or []:
+        yield f"schedule {schedule.name}", schedule.description or ""
+    for sensor in d.sensors or []:
+        yield f"sensor {sensor.name}", sensor.description or ""
+    for key, resource in (d.resources or {}).items():
+        yield f"resource {key}", type(resource).__doc__ or ""
+        for name, info in type(resource).model_fields.items():
+            yield f"resource {key}.{name}", info.description or ""
+
+
+def test_ui_descriptions_name_nothing_internal(config_env: Path) -> None:
+    found = list(ui_descriptions(defs()))
+    # the walk reaches every kind of description, so a pattern cannot hide in a kind it skips
+    kinds = {where.split()[0] for where, _ in found}
+    assert {"asset", "column", "check", "job", "op", "schedule", "sensor", "resource"} <= kinds
+    assert any(" config " in where for where, _ in found)
+    found += [(f"dbt {where}", text) for where, text in ui_descriptions(dbt_definitions.defs())]
+    internal = [(where, m.group(0)) for where, text in found if (m := INTERNAL.search(text))]
+    assert internal == []
+
+
+def test_the_internal_pattern_catches_what_it_is_for() -> None:
+    for text in ("see seed 001 ch. 13", "issue 42", "done in _commit_rest()", "_commit_rest does", "crawl.py does",
+                 "in the first round"):  # fmt: skip
+        assert INTERNAL.search(text), text
+    assert not INTERNAL.search("An HTML report: 1.0 s gaps, robots.txt, min_gap_s, target_s, ch.")

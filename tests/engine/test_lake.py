@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from atlas_pipeline import lake_columns
 from atlas_pipeline.errors import LakeError
 from atlas_pipeline.lake import SCHEMAS, TS, Lake, frame
 
@@ -270,3 +271,20 @@ def test_a_partition_write_rolls_files_at_the_target_size(
         "WHERE origin_shard = 's0'"
     ).fetchall()
     assert counted == [(3000,)]
+
+
+def test_every_table_and_column_has_a_description() -> None:
+    """lake_columns describes exactly the schema's tables and columns: a column added to
+    SCHEMAS without words, or words left for a column that went, fail here."""
+    assert lake_columns.undescribed() == []
+
+
+def test_a_missing_or_stray_description_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    described = {t: dict(c) for t, c in lake_columns.COLUMN_DESCRIPTIONS.items()}
+    del described["fetches"]["elapsed_s"]
+    described["links"]["no_such_column"] = "words"
+    monkeypatch.setattr(lake_columns, "COLUMN_DESCRIPTIONS", described)
+    assert lake_columns.undescribed() == [
+        "fetches.elapsed_s: no description",
+        "links.no_such_column: not a column",
+    ]

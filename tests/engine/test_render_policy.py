@@ -1,0 +1,88 @@
+"""The selective-render rule, table by table: sample, then render a page class only when the
+raw HTML recovers too little of the rendered text; re-sample after a while."""
+
+from __future__ import annotations
+
+import pytest
+
+from atlas_pipeline.render_policy import (
+    RenderDecision,
+    RenderRule,
+    RenderState,
+    Sample,
+    decide,
+    page_class,
+    words,
+)
+
+RULE = RenderRule(sample_pages=3, min_share=0.5, min_words=50, resample_after_s=100.0)
+S, R, P = RenderState.SAMPLING, RenderState.RENDER, RenderState.PLAIN
+
+
+@pytest.mark.parametrize(
+    ("samples", "state", "share"),
+    [
+        ([], S, None),
+        ([(0, 400), (0, 380)], S, 0.0),  # two of three samples: still measuring
+        ([(0, 400), (0, 380), (2, 410)], R, 2 / 1190),  # a script-built shell
+        ([(400, 410), (390, 400), (500, 500)], P, 1290 / 1310),  # the text is in the HTML
+        ([(180, 400), (190, 400), (200, 400)], R, 570 / 1200),  # under half of it
+        ([(200, 400), (200, 400), (200, 400)], P, 0.5),  # exactly half: not under it
+        ([(10, 60), (30, 60), (30, 60)], R, 70 / 180),  # too few words where there are 60
+        ([(10, 20), (15, 20), (18, 20)], P, 43 / 60),  # short pages both ways: no gain
+        ([(0, 0), (0, 0), (0, 0)], P, None),  # nothing rendered either: the browser adds nothing
+        ([(40, 55), (45, 55), (45, 55)], R, 130 / 165),  # under min_words a page, 55 rendered
+    ],
+)
+def test_a_class_is_rendered_only_where_raw_html_falls_short(
+    samples: list[tuple[int, int]], state: RenderState, share: float | None
+) -> None:
+    d = decide([Sample(a, b) for a, b in samples], RULE, now=10.0)
+    assert d.state is state
+    assert d.share == (None if share is None else pytest.approx(share))
+    assert d.samples == len(samples)
+    assert d.decided_at == (None if state is S else 10.0)
+    assert d.reason == ("render_not_needed" if state is P else "render_needed")
+
+
+@pytest.mark.parametrize(
+    ("decided_at", "now", "state"),
+    [(10.0, 50.0, R), (10.0, 110.0, R), (10.0, 110.5, S), (None, 1e9, R)],
+)
+def test_a_decision_is_kept_until_it_is_due_for_a_new_sample(
+    decided_at: float | None, now: float, state: RenderState
+) -> None:
+    samples = [Sample(0, 300)] * 3
+    d = decide(samples, RULE, now=now, decided_at=decided_at)
+    assert d.state is state
+    if state is R:
+        assert d.decided_at == (decided_at if decided_at is not None else now)
+
+
+def test_the_decision_keeps_its_numbers() -> None:
+    d = decide([Sample(5, 100), Sample(0, 200), Sample(10, 300)], RULE, now=1.0)
+    assert d == RenderDecision(R, 3, 15, 600, 0.025, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("url", "patterns", "cls"),
+    [
+        ("https://a.test/", (), "/"),
+        ("https://a.test/about", (), "/"),
+        ("https://a.test/news/2026/x", (), "/news/*"),
+        ("https://a.test/news/2026/x?q=1", ("/news/2026/*",), "/news/2026/*"),
+        ("https://a.test/shop/x", ("/news/*", "/shop/*"), "/shop/*"),
+        ("https://a.test/Shop/x", ("/shop/*",), "/Shop/*"),  # case-sensitive, as paths are
+    ],
+)
+def test_page_classes_come_from_patterns_else_the_first_segment(
+    url: str, patterns: tuple[str, ...], cls: str
+) -> None:
+    assert page_class(url, patterns) == cls
+
+
+@pytest.mark.parametrize(
+    ("text", "n"), [(None, 0), ("", 0), ("one two, three.", 3), ("Grüße aus Köln", 3)]
+)
+def test_words_are_counted_in_any_script(text: str | None, n: int) -> None:
+    assert words(text) == n

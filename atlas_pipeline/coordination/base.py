@@ -302,10 +302,19 @@ class CoordinationStore(Protocol):
 
     def push_origin_clocks(self, pushes: Sequence[tuple[str, float, float]]) -> None: ...
 
-    def reserve_hop(self, origin: str, shard: int, now: float) -> float:
+    def reserve_hop(self, origin: str, shard: int, now: float, held: int = 0) -> float:
         """A request start at `origin` outside any claim (a robots.txt redirect into another
-        origin): `now` when taken (its clock advanced by its gap, atomically), else when to
-        ask again (inf while it is paused)."""
+        origin, a rendered page's subrequest): `now` when taken (its clock advanced by its
+        gap, atomically), else when to ask again (inf while it is paused). `held`: in-flight
+        slots of the bucket the caller holds itself and uses for this request (the page
+        lease of a render asking its own origin again)."""
+        ...
+
+    def reserve_slot(
+        self, origin: str, shard: int, now: float, held: int = 0
+    ) -> tuple[float, float]:
+        """`reserve_hop`, with the gap it applies: (when, gap), so a request that leaves
+        later than its reservation moves the clock from its own start."""
         ...
 
     def sweep(self, now: float) -> int: ...

@@ -202,7 +202,12 @@ class OriginStore(StoreCore):
             with self._tx() as c:
                 self._push_clocks(c, pushes)
 
-    def reserve_hop(self, origin: str, shard: int, now: float) -> float:
+    def reserve_hop(self, origin: str, shard: int, now: float, held: int = 0) -> float:
+        return self.reserve_slot(origin, shard, now, held)[0]
+
+    def reserve_slot(
+        self, origin: str, shard: int, now: float, held: int = 0
+    ) -> tuple[float, float]:
         with self._tx() as c:
             self._ensure_origins(c, [Candidate(origin, origin, origin, shard, 0, 0.0)])
             o = c.execute(
@@ -210,17 +215,19 @@ class OriginStore(StoreCore):
                      EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin""",
                 {"origin": origin, "now": now},
             ).fetchone()
-            if o["paused"]:
-                return float("inf")
-            ready = max(float(o["next_eligible_at"]), float(o["backoff_until"]))
-            if ready > now:
-                return ready
-            if not _has_capacity(o, now):
-                return now + _POLL_S
             gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])
             gap += self.default_policy.gap_guard_s if gap > 0 else 0.0
+            if o["paused"]:
+                return float("inf"), gap
+            ready = max(float(o["next_eligible_at"]), float(o["backoff_until"]))
+            if ready > now:
+                return ready, gap
+            # the caller's own slots in this bucket (a page lease whose render asks the same
+            # origin again) are the ones it uses: they do not count against it
+            if not _has_capacity({**o, "in_flight": int(o["in_flight"]) - held}, now):
+                return now + _POLL_S, gap
             self._push_clocks(c, [(origin, now + gap, 0.0)])
-            return now
+            return now, gap
 
     def _push_clocks(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
         where = "origin = :origin"

@@ -1412,6 +1412,19 @@ def test_reserve_hop_takes_an_origins_clock_like_a_claim(tmp_path: Path) -> None
     assert store.reserve_hop(DOCS, SHARD, T0 + 100) == float("inf")
 
 
+def test_a_lease_holder_reserves_its_own_origin_within_its_slot(tmp_path: Path) -> None:
+    """A rendered page asks its own origin again: the page's lease is the request's slot, so
+    the cap does not refuse its holder, yet the gap still does, and nobody else gets in."""
+    store = make_store(tmp_path, gap=2.0)
+    ready_origin(store, ["https://news-a.example.test/x"], now=T0)
+    lease = claim(store, T0 + 10)
+    assert isinstance(lease, Lease)
+    assert store.reserve_hop(NEWS, SHARD, T0 + 20) == pytest.approx(T0 + 20 + 0.25)  # capped
+    assert store.reserve_hop(NEWS, SHARD, T0 + 20, held=1) == T0 + 20  # the holder's slot
+    assert store.reserve_hop(NEWS, SHARD, T0 + 21, held=1) == pytest.approx(T0 + 22.01)  # gap
+    assert store.reserve_hop(NEWS, SHARD, T0 + 23, held=0) == pytest.approx(T0 + 23.25)
+
+
 def test_trap_caps_bound_calendars_facets_and_numbered_urls(tmp_path: Path) -> None:
     """Distinct URLs per trap key are counted in the catalogue itself: past a cap the rest
     are cut with the cap's reason, however many batches (or runs) offer them."""

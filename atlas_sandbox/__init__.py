@@ -19,6 +19,7 @@ from .indexer import (
     make_indexer_app,
     serve_indexer_forever,
 )
+from .scripted import SCRIPTED_HOSTS, Scripted
 from .server import CanaryServer, SandboxServer, serve_canary_forever, serve_forever
 from .site import (
     DEFAULT_USER_AGENT_TOKEN,
@@ -45,6 +46,7 @@ __all__ = [
     "LOGGED_HEADERS",
     "MAX_TRAP_SCALE",
     "REDIRECT_PATH",
+    "SCRIPTED_HOSTS",
     "TRAP_HOSTS",
     "CanaryServer",
     "Changing",
@@ -57,6 +59,7 @@ __all__ = [
     "SandboxResolver",
     "SandboxServer",
     "SandboxWeb",
+    "Scripted",
     "Traps",
     "make_app",
     "make_indexer_app",

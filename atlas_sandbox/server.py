@@ -22,6 +22,7 @@ from .directives import DIRECTIVES_HOSTS, DirectivePages
 from .dupes import DUPES_HOSTS, Dupes
 from .hostile import DEFAULT_CANARY_PORT, HOSTILE_HOSTS, Hostile
 from .lab import Lab
+from .scripted import SCRIPTED_HOSTS, Scripted
 from .site import SandboxWeb
 from .traps import DEFAULT_TRAP_SCALE, TRAP_HOSTS, Traps
 from .web import RequestLog, make_app
@@ -185,7 +186,8 @@ class SandboxServer:
     serves the hostile origins (hostile.py), pointing at the canary on ``canary_port``;
     ``traps`` the trap origins (traps.py) at ``trap_scale``; ``dupes`` the duplicate-content
     origin (dupes.py); ``changing`` the changing-content origins (changing.py);
-    ``directives`` the robots-directive origin (directives.py).
+    ``directives`` the robots-directive origin (directives.py); ``scripted`` the script-drawn
+    origins (scripted.py), their SSRF requests aimed at the canary on ``canary_port`` too.
     """
 
     def __init__(
@@ -201,6 +203,7 @@ class SandboxServer:
         dupes: bool = False,
         changing: bool = False,
         directives: bool = False,
+        scripted: bool = False,
     ) -> None:
         self.web = web
         self.host = _loopback(host)
@@ -210,6 +213,7 @@ class SandboxServer:
         self.dupes = Dupes() if dupes else None
         self.changing = Changing() if changing else None
         self.directives = DirectivePages() if directives else None
+        self.scripted = Scripted(canary_port) if scripted else None
         self.log = RequestLog(log_path)
         self._server = LoopThread("atlas-sandbox-web", _nothing, _cleanup_app)
 
@@ -233,7 +237,7 @@ class SandboxServer:
             self.changing.port = self.port
         app = make_app(self.web, self.log, hostile=self.hostile, traps=self.traps,
                        dupes=self.dupes, changing=self.changing,
-                       directives=self.directives)  # fmt: skip
+                       directives=self.directives, scripted=self.scripted)  # fmt: skip
         self._server = LoopThread("atlas-sandbox-web", lambda: _serve_app(app, sock),
                                   _cleanup_app, sock.close)  # fmt: skip
         self._server.start()
@@ -279,13 +283,15 @@ def serve_forever(
     dupes: bool = False,
     changing: bool = False,
     directives: bool = False,
+    scripted: bool = False,
 ) -> None:
     """Serve ``web`` in the foreground until Ctrl-C or SIGTERM (for ``atlas web``); ``lab``
     turns on the politeness lab's misbehaving origins (lab.py), ``hostile`` the hostile
     origins (hostile.py) with their links and redirects aimed at the canary on ``canary_port``,
     ``traps`` the trap origins (traps.py) with every trap's extent times ``trap_scale``,
     ``dupes`` the duplicate-content origin (dupes.py), ``changing`` the changing-content
-    origins (changing.py), ``directives`` the robots-directive origin (directives.py). SIGUSR1
+    origins (changing.py), ``directives`` the robots-directive origin (directives.py),
+    ``scripted`` the script-drawn origins (scripted.py), aimed at the canary too. SIGUSR1
     advances the generation of ``web``, of the changing and of the directive origins and
     prints ``generation N``."""
     address = _loopback(host)
@@ -307,6 +313,7 @@ def serve_forever(
                 Dupes() if dupes else None,
                 changing_origins,
                 directive_origin,
+                Scripted(canary_port) if scripted else None,
             ),
             access_log=None,
             shutdown_timeout=_SHUTDOWN_TIMEOUT,
@@ -334,11 +341,17 @@ def serve_forever(
         directives_note = (
             f"; robots-directive origin {', '.join(DIRECTIVES_HOSTS)}" if directives else ""
         )
+        scripted_note = (
+            f"; script-drawn origins {', '.join(SCRIPTED_HOSTS)} aimed at canary port {canary_port}"
+            if scripted
+            else ""
+        )
         print(
             f"Atlas sandbox web: {len(web.hosts)} origins on {_base_url(address, web.port)}"
             f" (routed by Host, e.g. {web.seed_urls()[0]}); "
             f"request log: {log_path if log_path is not None else 'in memory only'}"
-            f"{hostile_note}{trap_note}{dupes_note}{changing_note}{directives_note}",
+            f"{hostile_note}{trap_note}{dupes_note}{changing_note}{directives_note}"
+            f"{scripted_note}",
             flush=True,
         )
         try:

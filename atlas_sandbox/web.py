@@ -23,6 +23,7 @@ from .directives import DirectivePages
 from .dupes import Dupes
 from .hostile import Answer, Hostile, Stream
 from .lab import Lab
+from .scripted import Scripted
 from .site import SandboxWeb
 from .traps import Traps
 
@@ -232,13 +233,14 @@ def make_app(
     dupes: Dupes | None = None,
     changing: Changing | None = None,
     directives: DirectivePages | None = None,
+    scripted: Scripted | None = None,
 ) -> aio_web.Application:
     """An aiohttp app serving every origin of ``web``, routed by the Host header; with a
     ``lab``, its misbehaving origins answer first (see lab.py); with ``hostile``, the hostile
     origins are served too (see hostile.py); with ``traps``, the trap origins (see traps.py);
     with ``dupes``, the duplicate-content origin (see dupes.py); with ``changing``, the
     changing-content origins (see changing.py); with ``directives``, the robots-directive
-    origin (see directives.py)."""
+    origin (see directives.py); with ``scripted``, the script-drawn origins (see scripted.py)."""
 
     async def answer(request: aio_web.Request) -> Answer | DirectiveAnswer | Stream:
         host, path = _host_name(request.headers.get("Host", "")), request.path
@@ -252,6 +254,8 @@ def make_app(
             return changing.answer(host, request.raw_path, web.port, request.headers)
         if directives is not None and directives.serves(host) and request.method in ("GET", "HEAD"):
             return directives.answer(host, request.raw_path)
+        if scripted is not None and scripted.serves(host) and request.method in ("GET", "HEAD"):
+            return await scripted.answer(host, request.raw_path, web.port)
         special = None
         if lab is not None and web.is_sandbox_host(host):
             await lab.delay(host, path)

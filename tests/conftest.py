@@ -158,12 +158,14 @@ def running_sandbox(
     dupes: bool = False,
     changing: bool = False,
     directives: bool = False,
+    scripted: bool = False,
 ) -> Iterator[SandboxProcess]:
     """`atlas web` in its own process (seed 7, loopback, a port of its own), request log at `log`;
     `hostile` adds the hostile origins, aimed at the canary on `canary_port` (see running_canary);
     `traps` the trap origins, every trap's extent times `trap_scale`; `dupes` the
     duplicate-content origin; `changing` the changing-content origins (see
-    SandboxProcess.bump_generation); `directives` the robots-directive origin."""
+    SandboxProcess.bump_generation); `directives` the robots-directive origin; `scripted` the
+    script-drawn origins of the render lane (their SSRF XHRs aimed at `canary_port` too)."""
     if trap_scale != 1 and not traps:
         raise ValueError("trap_scale only means something with traps=True")
     args = ["--seed", "7", "--origins", str(origins), "--pages", str(pages), "--log", str(log),
@@ -171,7 +173,8 @@ def running_sandbox(
             *(["--canary-port", str(canary_port)] if canary_port is not None else []),
             *(["--traps", "--trap-scale", str(trap_scale)] if traps else []),
             *(["--dupes"] if dupes else []), *(["--changing"] if changing else []),
-            *(["--directives"] if directives else [])]  # fmt: skip
+            *(["--directives"] if directives else []),
+            *(["--scripted"] if scripted else [])]  # fmt: skip
     with _running_cli("web", args) as (proc, port):
         web = SandboxWeb(seed=7, generated_origins=origins, pages_per_origin=pages, port=port)
         model = Changing(port) if changing else None

@@ -42,8 +42,9 @@ def parser() -> argparse.ArgumentParser:
                      help="also serve the hostile origins (bombs., redirects., links.example.test):"
                           " gzip bomb, huge, drip, binary, SSRF redirects and links")  # fmt: skip
     web.add_argument("--canary-port", type=int,
-                     help="port of the canary the hostile pages point at (with --hostile; "
-                          "default: the default port of `atlas canary`)")  # fmt: skip
+                     help="port of the canary the hostile and scripted pages point at (with "
+                          "--hostile or --scripted; default: the default port of "
+                          "`atlas canary`)")  # fmt: skip
     web.add_argument("--traps", action="store_true",
                      help="also serve the trap origins (calendar., shop., feeds.example.test): "
                           "endless calendar and pagination, facets, session ids, tracking "
@@ -63,6 +64,11 @@ def parser() -> argparse.ArgumentParser:
                      help="also serve the robots-directive origin (directives.example.test): "
                           "<meta name=robots|atlasbot> and X-Robots-Tag noindex / nofollow / "
                           "none, for us and for another bot; SIGUSR1 turns one page noindex")  # fmt: skip
+    web.add_argument("--scripted", action="store_true",
+                     help="also serve the script-drawn origins for the render lane "
+                          "(scripted., cdn-scripts., plain-render.example.test): text drawn by "
+                          "inline script or XHR, a slow and a never-loading page, SSRF XHRs, a "
+                          "robots-disallowed script")  # fmt: skip
     web.set_defaults(func=cmd_web)
     canary = sub.add_parser("canary", help="record every hit on a loopback port (SSRF canary)")
     canary.add_argument(

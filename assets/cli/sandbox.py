@@ -40,8 +40,8 @@ def cmd_web(args: argparse.Namespace) -> int:
         serve_forever,
     )
 
-    if args.canary_port is not None and not args.hostile:
-        raise AtlasError("--canary-port only means something with --hostile")
+    if args.canary_port is not None and not (args.hostile or args.scripted):
+        raise AtlasError("--canary-port only means something with --hostile or --scripted")
     if args.trap_scale is not None and not args.traps:
         raise AtlasError("--trap-scale only means something with --traps")
     canary_port = DEFAULT_CANARY_PORT if args.canary_port is None else args.canary_port
@@ -53,7 +53,8 @@ def cmd_web(args: argparse.Namespace) -> int:
     serve_forever(web, port=args.port, log_path=Path(args.log) if args.log else None,
                   lab=args.lab, hostile=args.hostile, canary_port=canary_port,
                   traps=args.traps, trap_scale=trap_scale, dupes=args.dupes,
-                  changing=args.changing, directives=args.directives)  # fmt: skip
+                  changing=args.changing, directives=args.directives,
+                  scripted=args.scripted)  # fmt: skip
     return 0
 
 

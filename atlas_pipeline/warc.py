@@ -51,6 +51,7 @@ from warcio.warcwriter import WARCWriter
 
 from .bodies import Bodies
 from .lake import Lake
+from .reasons import Reason
 from .urls import shard_key
 
 WARC_VERSION = "WARC/1.1"
@@ -63,7 +64,9 @@ ACCEPT_PAGE = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
 ACCEPT_ROBOTS = "*/*"
 ACCEPT_ENCODING = "gzip, deflate"
 # reasons whose answer was cut short by a bound: the WARC-Truncated value that says why
-_TRUNCATED = {"too_large": "length", "body_timeout": "time"}
+_TRUNCATED = {Reason.TOO_LARGE.value: "length", Reason.BODY_TIMEOUT.value: "time"}
+# what a content check (outcomes._checked) answers: the answers whose validators the store keeps
+_CHECKS = (Reason.FETCHED.value, Reason.CONTENT_UNCHANGED.value, Reason.NOT_MODIFIED.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +170,10 @@ def request_target(url: str) -> str:
 
 def _validators(history: list[dict[str, Any]]) -> tuple[str | None, str | None]:
     """ETag and Last-Modified the store held after these earlier fetches of a URL (oldest
-    first): each the latest a content check (200 or 304 of a page or sitemap) carried."""
+    first): each the latest a content check (a 200 or 304 of a page) carried."""
     etag = modified = None
     for fetch in history:
-        if fetch["status"] in (200, 304) and fetch["reason"] in (
-            "fetched", "content_unchanged", "not_modified"):  # fmt: skip
+        if fetch["status"] in (200, 304) and fetch["reason"] in _CHECKS:
             etag = fetch["etag"] or etag
             modified = fetch["last_modified"] or modified
     return etag, modified

@@ -40,6 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -245,6 +246,8 @@ def export_warc(lake: Lake, bodies: Bodies, user_agent: str, cycle: str, shard: 
 
 
 class _Writer:
+    """The records of one file, in fetch order, counted into `out`."""
+
     def __init__(self, writer: Any, payloads: _Payloads, user_agent: str, out: WarcFile) -> None:
         self.w, self.payloads, self.user_agent, self.out = writer, payloads, user_agent, out
         self.info_id = ""
@@ -257,7 +260,8 @@ class _Writer:
         # dated by the partition's first fetch, not the clock: a re-export is byte-identical
         first = rows[0]["started_at"] if rows else datetime(1970, 1, 1, tzinfo=UTC)
         self.info_id = record_id(f"warcinfo:{cycle}:{shard}")
-        fields = {"software": "atlas-crawler (warcio 1.8.1)", "format": "WARC File Format 1.1",
+        software = f"atlas-crawler/{version('atlas-crawler')} warcio/{version('warcio')}"
+        fields = {"software": software, "format": "WARC File Format 1.1",
                   "conformsTo": "https://iipc.github.io/warc-specifications/specifications/"
                                 "warc-format/warc-1.1/",
                   "isPartOf": f"atlas crawl cycle {cycle}, origin shard {shard}",

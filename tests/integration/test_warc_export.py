@@ -261,19 +261,52 @@ def test_the_warc_files_asset_writes_the_file_the_cli_writes(exported: dict[str,
     from resources.config import AtlasCrawl
 
     asset = build_warc_asset(crawl_partitions(2))
+    # the fuller shard: which shard an origin hashes to depends on the sandbox's random port
+    shard = max((0, 1), key=lambda s: len(exported["records"][("c0002", s)]))
     home = exported["env"]["DAGSTER_HOME"]
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(home)) as instance:
         result = dg.materialize([asset], instance=instance,
-                                partition_key=str(partition_key("c0002", 1)),
+                                partition_key=str(partition_key("c0002", shard)),
                                 resources={"atlas": AtlasCrawl(config_path=str(exported["cfg"]))})  # fmt: skip
     assert result.success
     (event,) = result.get_asset_materialization_events()
     meta = event.materialization.metadata
     path = Path(meta["path"].value)
-    assert path == exported["cfg"].parent / "data" / "warc" / "atlas-c0002-shard1.warc.gz"
-    assert path.read_bytes() == exported["files"][("c0002", 1)].read_bytes()
-    types = Counter(r["type"] for r in exported["records"][("c0002", 1)])
-    assert meta["records"].value == dict(types) and meta["bytes"].value == path.stat().st_size
+    assert path == exported["cfg"].parent / "data" / "warc" / f"atlas-c0002-shard{shard}.warc.gz"
+    assert path.read_bytes() == exported["files"][("c0002", shard)].read_bytes()
+    types = Counter(r["type"] for r in exported["records"][("c0002", shard)])
+    assert types["revisit"] > 0 and meta["records"].value == dict(types)
+    assert meta["bytes"].value == path.stat().st_size
+
+
+def test_a_body_retention_deleted_is_counted_not_a_crash(
+    exported: dict[str, Any], tmp_path: Path
+) -> None:
+    """A copy of the body store without one page's body: that fetch is left out and counted,
+    and a later fetch of the same bytes (which can only have been the same, deleted file) too."""
+    import shutil
+
+    from atlas_pipeline.config import load_config
+    from atlas_pipeline.lake import Lake
+
+    fetches = exported["fetches"]
+    unchanged = fetches.filter((pl.col("crawl_cycle") == "c0002")
+                               & (pl.col("reason") == "content_unchanged"))  # fmt: skip
+    victim = unchanged.row(0, named=True)
+    bodies = BodyStore(tmp_path / "bodies")
+    shutil.copytree(exported["bodies"].root, bodies.root)
+    Path(bodies.uri(victim["body_key"]).removeprefix("file://")).unlink()
+    cfg = load_config(exported["cfg"])
+    shard = int(victim["origin_shard"].removeprefix("shard_"))
+    lake = Lake(cfg.lake_uri, cfg.lake_options)
+    for cycle in ("c0001", "c0002"):
+        written = warc.export_warc(lake, bodies, cfg.user_agent, cycle, shard, tmp_path)
+        assert written.missing_bodies == 1, written.summary()
+        assert "1 with their body gone from the store" in written.summary()
+        ids = {r["headers"].get("WARC-Atlas-Fetch-ID") for r in read_warc(written.path)}
+        gone = fetches.filter((pl.col("crawl_cycle") == cycle)
+                              & (pl.col("body_key") == victim["body_key"]))  # fmt: skip
+        assert gone.height == 1 and gone["fetch_id"][0] not in ids
 
 
 FETCH = {"url": "http://a.example.test:8080/p?q=1", "kind": "page", "status": 200,

@@ -15,6 +15,7 @@ from .crawl import TABLES, build_crawl_assets
 from .operator import OPERATOR_JOBS, retention_schedule
 from .partitions import crawl_partitions
 from .sensors import build_cycle_sensor, build_freshness_schedule, index_delivery
+from .warc import build_warc_asset
 
 CRAWL_JOB = "crawl_cycle_job"
 FRESHNESS_JOB = "freshness_checks_job"
@@ -40,7 +41,8 @@ def build_definitions(
         executor_def=dg.in_process_executor,
     )
     return dg.Definitions(
-        assets=crawl_assets,
+        # warc_files is not in crawl_assets, so not in the crawl job: crawls never pay for it
+        assets=[*crawl_assets, build_warc_asset(partitions)],
         asset_checks=[*build_checks(partitions), *recency],
         jobs=[job, freshness_job, *OPERATOR_JOBS],
         schedules=[build_freshness_schedule(FRESHNESS_JOB), retention_schedule(cfg.retention.cron)],

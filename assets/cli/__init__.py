@@ -1,6 +1,7 @@
 """The `atlas` command: crawl (`crawl`), operator (`pause`, `resume`, `set-policy`, `optout`,
-`retention`), maintenance (`config`, `sweep-bodies`, `reextract`, `inspect`, `stats`, `report`) and sandbox
-(`web`, `canary`, `indexer`, `demo`) commands, one module each."""
+`retention`), maintenance (`config`, `sweep-bodies`, `reextract`, `inspect`, `stats`,
+`report`, `export-warc`) and sandbox (`web`, `canary`, `indexer`, `demo`) commands, one module
+each."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from atlas_pipeline.config import ENV_SET
 from atlas_pipeline.errors import AtlasError
 
 from .crawl import cmd_crawl
-from .maintenance import cmd_config, cmd_inspect, cmd_reextract, cmd_stats, cmd_sweep_bodies
+from .maintenance import (
+    cmd_config,
+    cmd_export_warc,
+    cmd_inspect,
+    cmd_reextract,
+    cmd_stats,
+    cmd_sweep_bodies,
+)
 from .operator import _operator_args, cmd_optout, cmd_pause, cmd_retention, cmd_set_policy
 from .reports import cmd_report
 from .sandbox import DEMO_CYCLES, cmd_canary, cmd_demo, cmd_indexer, cmd_web
@@ -148,6 +156,14 @@ def parser() -> argparse.ArgumentParser:
     again.add_argument("--cycle", required=True, help="the crawl cycle, e.g. c0001")
     again.add_argument("--shard", type=int, help="one shard (default: every shard)")
     again.set_defaults(func=cmd_reextract)
+    warc = sub.add_parser(
+        "export-warc", help="write a cycle's fetches as WARC/1.1 files (one per shard)"
+    )
+    warc.add_argument("--config", help="crawl config YAML (default $ATLAS_CONFIG)")
+    warc.add_argument("--cycle", required=True, help="the crawl cycle, e.g. c0001")
+    warc.add_argument("--shard", type=int, help="one shard (default: every shard)")
+    warc.add_argument("--out", metavar="DIR", help="output folder (default <data_dir>/warc)")
+    warc.set_defaults(func=cmd_export_warc)
     for name, text in (("pause", "stop crawling an origin or registrable domain"),
                        ("resume", "lift a pause")):  # fmt: skip
         cmd = sub.add_parser(name, help=text)

@@ -1,5 +1,5 @@
 """Maintenance and reads: `atlas config`, `atlas sweep-bodies`, `atlas reextract`,
-`atlas inspect`."""
+`atlas inspect`, `atlas stats`, `atlas export-warc`."""
 
 from __future__ import annotations
 
@@ -108,4 +108,33 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(json.dumps(stats.as_json(), indent=2))
     else:
         print(render_stats(stats), end="")
+    return 0
+
+
+def cmd_export_warc(args: argparse.Namespace) -> int:
+    """WARC/1.1 files of a cycle, one per shard, from the lake and the stored bodies."""
+    from pathlib import Path
+
+    from atlas_pipeline.bodies import open_bodies
+    from atlas_pipeline.lake import Lake
+    from atlas_pipeline.warc import export_warc, partition_fetches
+
+    cfg = load_config(args.config, dict(os.environ))
+    lake = Lake(cfg.lake_uri, cfg.lake_options)
+    if not lake.exists("fetches"):
+        raise AtlasError(f"no fetches in the lake at {cfg.lake_uri}: run atlas crawl first")
+    if args.shard is not None and not 0 <= args.shard < cfg.shards:
+        raise AtlasError(f"--shard {args.shard} is not a shard of this crawl "
+                         f"(shards 0..{cfg.shards - 1})")  # fmt: skip
+    cycle_rows, every = partition_fetches(lake, args.cycle)
+    if cycle_rows.is_empty():
+        known = ", ".join(sorted(set(every["crawl_cycle"].to_list()))) or "none"
+        raise AtlasError(f"cycle {args.cycle} has no fetches in the lake (cycles: {known}); "
+                         "pass one of those to --cycle")  # fmt: skip
+    out = Path(args.out) if args.out else cfg.data_dir / "warc"
+    bodies = open_bodies(cfg.bodies_url, cfg.bodies_path)
+    shards = [args.shard] if args.shard is not None else list(range(cfg.shards))
+    for shard in shards:
+        written = export_warc(lake, bodies, cfg.user_agent, args.cycle, shard, out, every)
+        print(written.summary())
     return 0

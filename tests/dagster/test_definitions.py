@@ -45,6 +45,14 @@ def test_definitions_load_with_crawl_assets_checks_and_job(config_env: Path) -> 
     }
     checks = {c.name for c in d.resolve_asset_graph().asset_check_keys}
     assert {"politeness_audit", "robots_respected", "documents_have_text"} <= checks
+    # the WARC export is defined, downstream of the fetches, and never part of a crawl
+    warc = dg.AssetKey(["crawl", "warc_files"])
+    assert graph.get(warc).parent_keys == {dg.AssetKey(["crawl", "fetches"])}
+    assert warc not in d.resolve_job_def(CRAWL_JOB).asset_layer.executable_asset_keys
+    assert (
+        dg.AssetKey(["crawl", "fetches"])
+        in d.resolve_job_def(CRAWL_JOB).asset_layer.executable_asset_keys
+    )
 
 
 def test_the_dbt_location_loads_its_models_over_the_crawl_tables(config_env: Path) -> None:

@@ -19,6 +19,7 @@ from .warc import build_warc_asset
 
 CRAWL_JOB = "crawl_cycle_job"
 FRESHNESS_JOB = "freshness_checks_job"
+WARC_JOB = "warc_export_job"
 
 
 def build_definitions(
@@ -40,11 +41,19 @@ def build_definitions(
         description="Every lake table's table_recency check.",
         executor_def=dg.in_process_executor,
     )
+    warc = build_warc_asset(partitions)
+    warc_job = dg.define_asset_job(
+        WARC_JOB,
+        selection=dg.AssetSelection.assets(warc),
+        description="WARC/1.1 files of a crawl partition's fetches (not part of a crawl).",
+        partitions_def=partitions,
+        executor_def=dg.in_process_executor,
+    )
     return dg.Definitions(
         # warc_files is not in crawl_assets, so not in the crawl job: crawls never pay for it
-        assets=[*crawl_assets, build_warc_asset(partitions)],
+        assets=[*crawl_assets, warc],
         asset_checks=[*build_checks(partitions), *recency],
-        jobs=[job, freshness_job, *OPERATOR_JOBS],
+        jobs=[job, freshness_job, warc_job, *OPERATOR_JOBS],
         schedules=[build_freshness_schedule(FRESHNESS_JOB), retention_schedule(cfg.retention.cron)],
         sensors=[index_delivery, build_cycle_sensor(CRAWL_JOB)],
         resources={"atlas": AtlasCrawl(config_path=config_path, data_dir=data_dir)},

@@ -59,6 +59,8 @@ from .outcomes import Outcomes, redacted
 from .politeness import origin_gap, parse_retry_after, send_delay
 from .reasons import Reason
 from .records import FetchRecord
+from .render_fetch import SubrequestGate, SubSend
+from .render_step import RenderStep
 from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
 from .scope import ScopeGuard
 from .urls import BadUrl, normalize, origin_of, shard_of
@@ -180,6 +182,7 @@ class FetchBatch:
         self._classify = ClassifyPolicy(cfg.limits.max_attempts, cfg.limits.retry_backoff_s,
                                         cfg.revisit_interval_s)  # fmt: skip
         self._policies: dict[str, RobotsPolicy] = {}
+        self.render: RenderStep | None = None  # the render lane, while the batch runs
         self.outcomes = Outcomes(cfg, self.guard, bodies, pool, self.stats, self.rng,
                                  self._policies, self._blob, clock)  # fmt: skip
         self._net_active = 0  # requests on the wire
@@ -260,12 +263,59 @@ class FetchBatch:
             self.outcomes.overrides = await self._durably(self.store.policy_overrides)
             async with make_session(self.cfg, self.gate, self._on_sent) as session:
                 self.session = session
-                yield
+                if self.cfg.render.enabled:
+                    self.render = RenderStep(self.cfg, self.outcomes.extract_dom,
+                                             self._subrequest_gate, self.clock)  # fmt: skip
+                    self.outcomes.render = self.render
+                try:
+                    yield
+                finally:
+                    if self.render is not None:
+                        await self.render.close()
         finally:
             with contextlib.suppress(Exception):
                 await self._off(self.store.close)  # the store thread's own connection
             self._db.shutdown(wait=True)
             self._io.shutdown(wait=True)
+
+    def _subrequest_gate(self, on_request: Callable[[FetchRecord], None]) -> SubrequestGate:
+        """What answers a rendered page's requests: this batch's session (its sends move the
+        origins' clocks, `_on_sent`), egress gate, robots policies and the store's buckets."""
+        return SubrequestGate(self.cfg, self.session, self.gate, self._robots_policy,
+                              self._reserve_slot, self._send_turn, self.clock, on_request)  # fmt: skip
+
+    async def _send_turn(self, origin: str, gap_s: float, key: str,
+                         deadline: float) -> Callable[[], None] | None:  # fmt: skip
+        """The origin's send lock, as a claim's `_clear_to_send` takes it, once `gap_s` has
+        passed since this batch's last send to it; `_on_sent` gives it back when the request
+        leaves (the returned release, if it never does). None when that is past `deadline`."""
+        lock = self._send_locks.setdefault(origin, asyncio.Lock())
+        try:
+            await asyncio.wait_for(lock.acquire(), max(deadline - self.clock(), 0.0))
+        except TimeoutError:
+            return None
+        self._holding[key] = lock
+        while (wait := send_delay(self.clock(), self._sent.get(origin), gap_s,
+                                  self._backoffs.get(origin, 0.0))) > 0:  # fmt: skip
+            if self.clock() + wait > deadline:
+                self._release_send(key)
+                return None
+            await asyncio.sleep(wait)
+        return lambda: self._release_send(key)
+
+    async def _robots_policy(self, origin: str) -> RobotsPolicy | None:
+        """The robots policy in force for `origin`: this batch's, else the store's while it is
+        fresh; None when Atlas has none (a subrequest there is refused, not guessed)."""
+        policy = self._policies.get(origin)
+        if policy is not None:
+            return policy
+        rec = await self._durably(self.store.robots, origin)
+        if rec is None or rec.expires_at <= self.clock():
+            return None
+        return RobotsPolicy(origin, rec.version, RobotsStatus(rec.status), rec.text)
+
+    async def _reserve_slot(self, origin: str, shard: int, now: float) -> tuple[float, float]:
+        return await self._off(self.store.reserve_slot, origin, shard, now)
 
     async def _off(self, call: Callable[..., T], *args: Any) -> T:
         """A store call, on the store thread; the loop goes on while it runs."""
@@ -520,18 +570,21 @@ class FetchBatch:
             else (self.cfg.limits.max_body_bytes)
         )
 
-    def _on_sent(self, claim: Lease | RobotsTask) -> None:
+    def _on_sent(self, claim: Lease | RobotsTask | SubSend) -> None:
         # The gap runs between request *starts*: if this request's headers left later than
         # its claim (a busy event loop, a slow store call), the origin's next slot moves with
         # it, at once, so no other run claims that slot in the meantime.
         sent = self.clock()
+        if isinstance(claim, SubSend):
+            claim.sent_at = sent
         self._sent[claim.origin] = max(self._sent.get(claim.origin, sent), sent)
-        self._release_send(claim.lease_id)
         if claim.gap_s > 0 and sent - claim.claimed_at > d.START_SLACK_S:
             task = asyncio.create_task(self._push_now(claim.origin, sent + claim.gap_s))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
             task.add_done_callback(self._note_failure)
+        # after the push is queued: whoever takes the send lock next reaches the store later
+        self._release_send(claim.lease_id)
 
     async def _push_now(
         self, origin: str, next_eligible_at: float = 0.0, backoff_until: float = 0.0

@@ -386,6 +386,44 @@ class Dns(_Section):
     """Names kept; the oldest goes first."""
 
 
+class Render(_Section):
+    """The render lane: headless Chromium for the page classes whose text a script draws,
+    decided by measurement, every browser request answered by Atlas itself."""
+
+    enabled: bool = True
+    """Use the lane where a page class needs it (no browser installed: render_unavailable)."""
+    skip_above_words: int = Field(200, ge=0)
+    """A page whose raw HTML gives this many words is never rendered (it counts as a sample)."""
+    sample_pages: int = Field(3, ge=1)
+    """Pages of each origin and page class rendered to measure before the class is decided."""
+    min_share: float = Field(0.5, gt=0, le=1)
+    """Render a class when the raw HTML recovers less than this share of the rendered words."""
+    min_words: int = Field(50, ge=0)
+    """... or fewer words a page than this where the rendered page has at least as many."""
+    resample_after_s: float = Field(7 * 86400.0, gt=0)
+    """A class's decision is measured afresh after this long."""
+    page_classes: list[str] = Field(default_factory=list)
+    """Path globs naming page classes (first match); other paths: their first segment."""
+    concurrency: int = Field(2, ge=1)
+    """Pages rendered at once in one fetch batch."""
+    queue: int = Field(4, ge=0)
+    """Pages that may wait for a render slot; more fall back to the raw HTML at once."""
+    budget_s: float = Field(300.0, ge=0)
+    """Render seconds one fetch batch may spend (0: none); past it, pages fall back."""
+    navigation_timeout_s: float = Field(15.0, gt=0)
+    """Longest wait for a rendered page's load event (then its DOM is read as it stands)."""
+    page_timeout_s: float = Field(20.0, gt=0)
+    """Whole-render cap of one page, its subrequests included; past it, it falls back."""
+    settle_s: float = Field(8.0, ge=0)
+    """Longest wait after the load event for a quiet network (slow XHRs) before the DOM is
+    read; a page still loading then is read as it stands."""
+    max_dom_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+    """A rendered DOM larger than this falls back to the raw HTML."""
+    abort_types: list[str] = Field(default_factory=lambda: ["image", "media", "font", "stylesheet"])
+    """Browser resource types refused before any request: they carry no text (and a waiting
+    stylesheet would hold back the scripts after it)."""
+
+
 class Robots(_Section):
     """robots.txt caching and failure handling (RFC 9309)."""
 
@@ -437,6 +475,8 @@ class CrawlConfig(_Section):
     """Per-fetch bounds."""
     robots: Robots = Field(default_factory=Robots)
     """robots.txt handling."""
+    render: Render = Field(default_factory=Render)
+    """The render lane (headless Chromium) for pages whose text a script draws."""
     url_identity: UrlIdentity = Field(default_factory=UrlIdentity)
     """Tracking parameters dropped from URLs, per origin if need be."""
     indexer: Indexer = Field(default_factory=Indexer)

@@ -190,7 +190,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "crawl_cycle": _CYCLE,
         "origin_shard": _SHARD,
         "fetch_id": "Unique id of the fetch.",
-        "kind": "page, sitemap or robots (a robots.txt request).",
+        "kind": "page, sitemap, robots (a robots.txt request) or subresource (a request a "
+        "rendered page made: a script, XHR or style, answered by Atlas for the browser).",
         "url": "The URL requested.",
         "origin": "scheme://host:port of the URL.",
         "depth": "Link depth of the URL (0 for robots.txt).",
@@ -223,7 +224,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "body_key": "sha256 of the stored body (its key in the body store); null: no body "
         "stored (only HTML pages' bodies are).",
         "original_url": "The first URL of the redirect chain that led here (the URL itself "
-        "when none); null for robots.txt.",
+        "when none); for a subresource, the rendered page that asked for it; null for "
+        "robots.txt.",
         "redirect_chain": "The URLs redirected from on the way here, first first; empty: none.",
         "batch_fence": _FENCE,
         "conditional": "Whether validators were sent (If-None-Match / If-Modified-Since).",
@@ -256,6 +258,10 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "robots meta tag or X-Robots-Tag said so); null: indexed.",
         "withdrawn_document_id": "The document an earlier upsert delivered for this URL, "
         "withdrawn by a delete event now that the page says noindex; null: none.",
+        "render_reason": "Whether the text came from the page rendered in headless Chromium: "
+        "render_needed (it did), render_not_needed (the raw HTML holds it, measured), "
+        "render_fallback (it needed rendering but did not fit the lane), render_unavailable "
+        "(no browser); null: the render lane is off.",
     },
     "document_texts": {
         "crawl_cycle": "The crawl cycle whose write first stored this text.",

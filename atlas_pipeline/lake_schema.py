@@ -64,6 +64,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         # why the document was kept out of the index (null: indexed), e.g. noindex; and the
         # document id an earlier upsert gave the indexer for the URL, withdrawn by a delete
         "index_reason": pl.String, "withdrawn_document_id": pl.String,
+        # whether the text came from the rendered page (render_needed, ...); null: lane off
+        "render_reason": pl.String,
     },
     # The extracted text, stored once per document id (the text hash) however many URLs hold
     # it; `documents` rows map each URL fetch to it with their own provenance.

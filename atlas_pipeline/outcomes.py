@@ -42,6 +42,7 @@ from .urls import BadUrl, normalize, redact_userinfo
 
 if TYPE_CHECKING:
     from .batch import BatchStats
+    from .render_step import RenderChoice, RenderStep
 
 T = TypeVar("T")
 
@@ -80,6 +81,7 @@ class Outcomes:
         self.overrides: list[dict[str, Any]] = []
         self._revisit_by_origin: dict[str, RevisitPolicy] = {}
         self._pending_text: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.render: RenderStep | None = None  # the batch's render lane, when it has one
 
     async def settle(self, lease: Lease, resp: Response, verdict: Verdict, now: float) -> Outcome:
         """The Outcome to commit for a classified response."""
@@ -203,6 +205,15 @@ class Outcomes:
             record = self.record(lease, resp, exc.reason, body_key=key, error=exc.detail)
             return Outcome(UrlState.QUARANTINED, exc.reason, revisit, status=resp.status,
                            record=record)  # fmt: skip
+        choice, doc_key = await self._rendered(lease, resp, parsed), key
+        if choice is not None and choice.parsed is not None and choice.body is not None:
+            # the document is the rendered page's: its DOM is stored as the document's body
+            # (re-extraction reads it), its parse replaces the raw one, links and meta included
+            parsed = choice.parsed
+            doc_key = await self._blob(self.bodies.put, choice.body)
+            await self._blob(self.bodies.put_extraction, doc_key, d.EXTRACTION_VERSION,
+                             parsed["extraction"])  # fmt: skip
+        subs: dict[str, Any] = {"subrequests": choice.subrequests} if choice else {}
         rules = said | meta_directives(parsed["meta"], token)
         links = self._page_links(lease, parsed, rules.nofollow)
         ext = parsed["extraction"]
@@ -212,7 +223,7 @@ class Outcomes:
             return self._checked(
                 lease, resp, now, changed=False, reason=Reason.CONTENT_UNCHANGED.value,
                 record=self.record(lease, resp, Reason.CONTENT_UNCHANGED.value, body_key=key),
-                content_hash=key, links=links,
+                content_hash=key, links=links, **subs,
             )  # fmt: skip
         record = self.record(lease, resp, Reason.FETCHED.value, body_key=key)
         withdrawn = outbox.delivered_id(lease.document_id) if rules.noindex else None
@@ -221,18 +232,32 @@ class Outcomes:
             author=ext["author"], published=ext["date"], description=ext["description"],
             language=parsed["language"], text_hash=ext["text_hash"],
             text_chars=len(ext["text"]), canonical_hint=parsed["canonical"],
-            charset=parsed["charset"], body_key=key, links_out=len(links),
+            charset=parsed["charset"], body_key=doc_key, links_out=len(links),
             extraction_version=ext["extraction_version"], fetched_at=resp.started_at,
             # noindex: stored and deduped, not indexed; what an earlier upsert delivered for
             # this URL is withdrawn by a delete event (outbox.upsert_events)
             index_reason=Reason.NOINDEX.value if rules.noindex else None,
             withdrawn_document_id=withdrawn,
+            render_reason=choice.reason if choice else None,
         )  # fmt: skip
         return self._checked(
             lease, resp, now, changed=lease.document_id is not None,
             reason=Reason.FETCHED.value, record=record, content_hash=key, links=links,
-            document=document, document_id=holds,
+            document=document, document_id=holds, **subs,
         )  # fmt: skip
+
+    async def _rendered(self, lease: Lease, resp: Response,
+                        raw: dict[str, Any]) -> RenderChoice | None:  # fmt: skip
+        """The render lane's choice for an HTML page (None: no lane, or not HTML)."""
+        ctype = resp.headers.get("content-type") or ""
+        if self.render is None or "html" not in ctype.lower():
+            return None
+        return await self.render.consider(lease.url, lease.origin, resp.body, ctype, raw)
+
+    async def extract_dom(self, dom: bytes, url: str) -> dict[str, Any]:
+        """A rendered page's DOM parsed like any page (in the parser pool, text wanted)."""
+        fut = self.pool.submit(dom, url, "utf-8", True, meta_names(self.cfg.robots_token))
+        return await asyncio.wrap_future(fut)
 
     def _revisit_policy(self, origin: str) -> RevisitPolicy:
         """The configured bounds, or an operator's for this origin or its domain."""

@@ -75,6 +75,11 @@ class Reason(StrEnum):
     # frontier selection
     REVISIT_DUE = "revisit_due"
     CARRIED_OVER = "carried_over"
+    # render lane (documents.render_reason)
+    RENDER_NEEDED = "render_needed"  # the page class needs the browser: text from the DOM
+    RENDER_NOT_NEEDED = "render_not_needed"  # the raw HTML holds the text (measured)
+    RENDER_FALLBACK = "render_fallback"  # it needed rendering but did not fit the lane
+    RENDER_UNAVAILABLE = "render_unavailable"  # no browser: the raw HTML's text
 
 
 # What `atlas inspect` prints beside a code: why the crawl decided so, in one line. Codes
@@ -98,6 +103,13 @@ EXPLANATIONS: dict[str, str] = {
     "waiting to be parsed; it went back to the queue, due at once, for the partition's re-run",
     Reason.TRAP_NO_NOVELTY: "the last scope.novelty_window fetched query variants of this "
     "path found no new URL and no new text, so its variants are no longer admitted",
+    Reason.RENDER_NEEDED: "its origin's page class gives too little text without a browser "
+    "(measured on sample pages): its text comes from the page rendered in headless Chromium",
+    Reason.RENDER_NOT_NEEDED: "its raw HTML holds the text (measured), so it was not rendered",
+    Reason.RENDER_FALLBACK: "its page class needs rendering but the page did not fit the render "
+    "lane (busy, out of render seconds, over a cap): the raw HTML's text was kept",
+    Reason.RENDER_UNAVAILABLE: "its page class would be measured or rendered, but no browser "
+    "is installed (apt-get install -y chromium): the raw HTML's text was kept",
 }
 
 

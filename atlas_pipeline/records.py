@@ -29,7 +29,7 @@ class FetchRecord:
     kept with the record in the store, not in the lake."""
 
     fetch_id: str = field(default_factory=_new_id)
-    kind: str = "page"  # page, sitemap or robots
+    kind: str = "page"  # page, sitemap, robots or subresource (asked for by a rendered page)
     url: str = ""
     origin: str = ""
     depth: int = 0
@@ -82,6 +82,7 @@ class Document:
     fetched_at: float = 0.0
     index_reason: str | None = None  # why it is kept out of the index (noindex), else None
     withdrawn_document_id: str | None = None  # an earlier upsert's id a delete withdraws
+    render_reason: str | None = None  # render_needed, render_not_needed, ...; None: lane off
 
     def to_json(self) -> str:
         return json.dumps(_row(self, DOCUMENT_FIELDS), default=str)

@@ -25,8 +25,9 @@ from typing import Any
 
 from .browser import chromium_path, launch_options
 
-# what a page may load without a request leaving for it: nothing carries article text
-TEXTLESS_TYPES = frozenset({"image", "media", "font"})
+# what a page may load without a request leaving for it: nothing carries article text, and a
+# stylesheet would hold back every script after it while it waits for its origin's slot
+TEXTLESS_TYPES = frozenset({"image", "media", "font", "stylesheet"})
 _TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
@@ -81,7 +82,7 @@ class LaneLimits:
     budget_s: float = 300.0  # render seconds per batch; 0 renders nothing
     navigation_timeout_s: float = 15.0
     page_timeout_s: float = 20.0  # the whole render, subrequests included
-    settle_s: float = 2.0  # quiet network after load before the DOM is read
+    settle_s: float = 8.0  # longest wait after load for a quiet network before the DOM is read
     max_dom_bytes: int = 5 * 1024 * 1024
     abort_types: frozenset[str] = TEXTLESS_TYPES
 
@@ -177,6 +178,7 @@ class RenderLane:
         from playwright.async_api import TimeoutError as PlaywrightTimeout
 
         outcomes: list[SubOutcome] = []
+        pending: set[asyncio.Task[Any]] = set()  # route handlers still answering
         context = await self._browser.new_context(
             user_agent=self.user_agent, service_workers="block", java_script_enabled=True,
             accept_downloads=False,
@@ -184,7 +186,9 @@ class RenderLane:
         try:
             page = await context.new_page()
             await page.route_web_socket("**/*", lambda ws: ws.close())
-            await page.route("**/*", self._handler(url, body, content_type, fetch, outcomes))
+            await page.route(
+                "**/*", self._handler(url, body, content_type, fetch, outcomes, pending)
+            )
             complete = True
             try:
                 await page.goto(url, wait_until="load",
@@ -212,13 +216,32 @@ class RenderLane:
                 return self._fallback(url, "render_failed")
             raise
         finally:
+            # a subrequest still waiting (a body that never ends, a slot not yet free) is
+            # stopped with its page, before the page closes: closing waits for its handlers
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
             await context.close()
 
     def _handler(self, url: str, body: bytes, content_type: str, fetch: SubFetch,
-                 outcomes: list[SubOutcome]) -> Callable[[Any, Any], Awaitable[None]]:  # fmt: skip
+                 outcomes: list[SubOutcome],
+                 pending: set[asyncio.Task[Any]]) -> Callable[[Any, Any], Awaitable[None]]:  # fmt: skip
         served_document = False
 
         async def handle(route: Any, request: Any) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            pending.add(task)
+            try:
+                await answer(route, request)
+            except asyncio.CancelledError:
+                outcomes.append(SubOutcome(request.url, request.resource_type,
+                                           "render_page_closed", None))  # fmt: skip
+            finally:
+                pending.discard(task)
+
+        async def answer(route: Any, request: Any) -> None:
             nonlocal served_document
             kind = request.resource_type
             if not served_document and request.url == url and kind == "document":

@@ -4,8 +4,9 @@ A rendered page asks for scripts, JSON, styles and frames. Each one here passes,
 its method (GET and HEAD only), its URL (http(s), Atlas's normal form), the robots rules of
 its own origin (an origin whose robots.txt Atlas does not know yet is refused, not guessed:
 `render_robots_unknown`), that origin's bucket in the coordination store (its gap, its
-in-flight cap, Retry-After backoffs and pauses, taken atomically by `reserve_hop`, the page's
-own lease counting as the slot of a request to its own origin; the session's `on_sent`
+in-flight cap, Retry-After backoffs and pauses, taken atomically by `reserve_slot`; the page's
+own lease gave its slot back when its document arrived, so a subrequest to the page's origin
+waits for a free slot like any request; the session's `on_sent`
 moves the clock again if the request leaves late, as for every claim), then the egress gate
 with pinned addresses and the byte and time caps of `fetcher.fetch`. Every request that
 left is reported as a `FetchRecord` of kind `subresource` (with its reason: `fetched`, or the
@@ -16,6 +17,7 @@ plain and rendered requests together.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -32,28 +34,33 @@ from .robots import RobotsPolicy
 from .urls import normalize, origin_of, shard_of
 
 RobotsLookup = Callable[[str], Awaitable[RobotsPolicy | None]]
-Reserve = Callable[[str, int, float, int], Awaitable[tuple[float, float]]]
+Reserve = Callable[[str, int, float], Awaitable[tuple[float, float]]]
+# The origin's send turn: (origin, gap, key, deadline) -> wait until this process may send to
+# it (no other request of the process about to leave, the gap since its last send kept) and
+# hold the turn until the request with trace context `lease_id == key` leaves (the session's
+# `on_sent` gives it back) or the returned release is called; None, holding nothing, when
+# that wait would pass the deadline.
+Turn = Callable[[str, float, str, float], Awaitable[Callable[[], None] | None]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SubSend:
     """The trace context of a subrequest: what the session's `on_sent` needs to move the
     origin's clock when the request leaves later than its reservation (the fields of a claim
-    it reads)."""
+    it reads), and where it notes when the request left."""
 
     origin: str
     gap_s: float
     claimed_at: float
     lease_id: str = ""
+    sent_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PageContext:
-    """The page a subrequest belongs to: its origin (whose lease the render holds) and the
-    time by which its render must be done."""
+    """The page a subrequest belongs to, and the time by which its render must be done."""
 
     url: str
-    origin: str
     deadline: float
 
 
@@ -65,11 +72,14 @@ class SubrequestGate:
         gate: EgressGate,
         robots: RobotsLookup,
         reserve: Reserve,
+        turn: Turn,
         clock: Callable[[], float],
         on_request: Callable[[FetchRecord], None],
     ) -> None:
         self.cfg, self.session, self.gate, self.clock = cfg, session, gate, clock
-        self._robots, self._reserve, self._on_request = robots, reserve, on_request
+        self._robots, self._reserve, self._turn = robots, reserve, turn
+        self._on_request = on_request
+        self._gaps: dict[str, float] = {}  # each origin's gap, as its reservations said
 
     async def answer(self, req: SubRequest, page: PageContext) -> SubAnswer:
         if req.method not in ("GET", "HEAD"):
@@ -90,26 +100,57 @@ class SubrequestGate:
             return SubAnswer("render_robots_unknown")
         if not policy.allows(url, self.cfg.robots_token):
             return SubAnswer("robots_disallowed")
-        held = 1 if origin == page.origin else 0
         shard = shard_of(origin, self.cfg.shards)
-        while True:
-            now = self.clock()
-            at, gap = await self._reserve(origin, shard, now, held)
-            if at <= now:
-                break
-            if at > page.deadline:
-                return SubAnswer("origin_paused" if at == float("inf") else "render_origin_busy")
-            await asyncio.sleep(at - now)
-        resp = await fetch(self.session, self.gate, url, {}, self.cfg.limits.max_body_bytes,
-                           trace_ctx=SubSend(origin, gap, now),
-                           max_header_bytes=self.cfg.limits.max_header_bytes)  # fmt: skip
-        reason = (
-            "fetched" if resp.status is not None and not resp.error else "render_subrequest_failed"
+        key = f"sub-{uuid.uuid4().hex}"
+        release: Callable[[], None] | None = None
+        try:
+            # Taken in this order: the process's turn (so no two of its requests to the origin
+            # leave together after waiting on one connection), then the store's slot. The turn
+            # is held until the request leaves, and waits out the gap from the last send; a gap
+            # learnt only now from the store means one more turn with the right one.
+            while True:
+                known = self._gaps.get(origin, 0.0)
+                release = await self._turn(origin, known, key, page.deadline)
+                if release is None:
+                    return SubAnswer("render_origin_busy")
+                now = self.clock()
+                at, gap = await self._reserve(origin, shard, now)
+                self._gaps[origin] = gap
+                if at <= now and gap <= known:
+                    break
+                release()
+                release = None
+                if at > page.deadline:
+                    return SubAnswer("origin_paused" if at == float("inf")
+                                     else "render_origin_busy")  # fmt: skip
+                await asyncio.sleep(max(at - now, 0.0))
+            return await self._send(url, origin, policy, page, SubSend(origin, gap, now, key))
+        finally:
+            if release is not None:
+                release()
+
+    async def _send(self, url: str, origin: str, policy: RobotsPolicy, page: PageContext,
+                    ctx: SubSend) -> SubAnswer:  # fmt: skip
+        try:
+            resp = await fetch(self.session, self.gate, url, {}, self.cfg.limits.max_body_bytes,
+                               trace_ctx=ctx, max_header_bytes=self.cfg.limits.max_header_bytes)  # fmt: skip
+        except asyncio.CancelledError:
+            if ctx.sent_at is not None:  # it reached the origin: it is a request of the crawl
+                self._on_request(FetchRecord(
+                    kind="subresource", url=url, origin=origin, reason=Reason.INTERRUPTED.value,
+                    started_at=ctx.sent_at, elapsed_s=round(self.clock() - ctx.sent_at, 6),
+                    robots_version=policy.version, original_url=page.url,
+                    error="its page's render ended first",
+                ))  # fmt: skip
+            raise
+        reason = resp.error or (
+            "fetched" if resp.status is not None else Reason.NETWORK_ERROR.value
         )
         self._on_request(FetchRecord(
             kind="subresource", url=url, origin=origin, status=resp.status, reason=reason,
             content_type=resp.headers.get("content-type"), bytes=len(resp.body),
-            started_at=resp.started_at, elapsed_s=round(resp.elapsed_s, 6),
+            # when it left (its wait for a connection is not the origin's concern)
+            started_at=ctx.sent_at or resp.started_at, elapsed_s=round(resp.elapsed_s, 6),
             etag=resp.headers.get("etag"), last_modified=resp.headers.get("last-modified"),
             robots_version=policy.version, error=resp.detail, original_url=page.url,
         ))  # fmt: skip

@@ -99,15 +99,15 @@ def demo_config(data_dir: Path, port: int) -> dict[str, object]:
     }
 
 
-def _demo_rest(cfg: CrawlConfig) -> bool:
+def _demo_rest(cfg: CrawlConfig, cycles: list[str]) -> bool:
     """After the crawl, what a user of the UI would otherwise find never run: the dbt models
-    (and their tests) over the lake and the tables' freshness checks, each a run submitted to
-    the instance like the crawl's."""
+    (and their tests) over the lake, the tables' freshness checks and the WARC files of the
+    last cycle, each a run submitted to the instance like the crawl's."""
     import dagster as dg
 
     from resources.dbt import DBT_JOB
 
-    from ..definitions import FRESHNESS_JOB
+    from ..definitions import FRESHNESS_JOB, WARC_JOB
     from ..launcher import (
         DBT_LOCATION,
         LOCATION,
@@ -116,6 +116,7 @@ def _demo_rest(cfg: CrawlConfig) -> bool:
         ensure_dagster_home,
         failure_message,
     )
+    from ..partitions import crawl_partitions, partition_key
 
     home = ensure_dagster_home(cfg)
     tags = {"atlas/source": "atlas demo"}
@@ -124,6 +125,11 @@ def _demo_rest(cfg: CrawlConfig) -> bool:
             Launcher(instance, home, cfg, (LOCATION, DBT_LOCATION)) as launcher:  # fmt: skip
         runs = {launcher.create_and_submit(FRESHNESS_JOB, tags, QUIET): FRESHNESS_JOB,
                 launcher.create_and_submit(DBT_JOB, tags, QUIET, DBT_LOCATION): DBT_JOB}  # fmt: skip
+        partitions = crawl_partitions(cfg.shards)
+        for shard in range(cfg.shards) if cycles else ():
+            key = partition_key(cycles[-1], shard)
+            part = {**tags, **partitions.get_tags_for_partition_key(key)}
+            runs[launcher.create_and_submit(WARC_JOB, part, QUIET)] = f"{WARC_JOB} {key}"
         for run in launcher.wait(list(runs)):
             done = run.status == dg.DagsterRunStatus.SUCCESS
             ok = ok and done
@@ -150,7 +156,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         ok, ran = _crawl(cfg, str(config_path), args.cycles, 0)
     print_summary(cfg, ran)
-    ok = _demo_rest(cfg) and ok
+    ok = _demo_rest(cfg, ran) and ok
     print(f"\nSandbox request log: {data_dir / 'sandbox-requests.jsonl'}")
     print("Open the same results in the Dagster UI:")
     print(f"  DAGSTER_HOME={cfg.data_dir / 'dagster_home'} ATLAS_CONFIG={config_path} "

@@ -232,6 +232,8 @@ class Outcome:
     revisit_interval_s: float | None = None
     change_rate: float | None = None  # changes per second, estimated
     validators: str | None = None  # "honest" or "misleading" answer to a conditional request
+    # requests a rendered page made (kind subresource): fetch rows of their own, for the lake
+    subrequests: tuple[FetchRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,17 +304,13 @@ class CoordinationStore(Protocol):
 
     def push_origin_clocks(self, pushes: Sequence[tuple[str, float, float]]) -> None: ...
 
-    def reserve_hop(self, origin: str, shard: int, now: float, held: int = 0) -> float:
+    def reserve_hop(self, origin: str, shard: int, now: float) -> float:
         """A request start at `origin` outside any claim (a robots.txt redirect into another
         origin, a rendered page's subrequest): `now` when taken (its clock advanced by its
-        gap, atomically), else when to ask again (inf while it is paused). `held`: in-flight
-        slots of the bucket the caller holds itself and uses for this request (the page
-        lease of a render asking its own origin again)."""
+        gap, atomically), else when to ask again (inf while it is paused)."""
         ...
 
-    def reserve_slot(
-        self, origin: str, shard: int, now: float, held: int = 0
-    ) -> tuple[float, float]:
+    def reserve_slot(self, origin: str, shard: int, now: float) -> tuple[float, float]:
         """`reserve_hop`, with the gap it applies: (when, gap), so a request that leaves
         later than its reservation moves the clock from its own start."""
         ...

@@ -185,5 +185,9 @@ class CommitStore(CatalogueStore):
                 "document": outcome.document.to_json() if outcome.document else None,
                 "body_key": outcome.record.body_key, "committed_at": now,
             })  # fmt: skip
+            records += [{"fetch_id": sub.fetch_id, "cycle": cycle, "shard": lease.shard,
+                         "url": sub.url, "fence": lease.fence, "record": sub.to_json(),
+                         "links": "[]", "document": None, "body_key": None,
+                         "committed_at": now} for sub in outcome.subrequests]  # fmt: skip
         c.executemany(_INSERT_RECORD, records)
         self._note_novelty(c, results, decided, cycle, now)

@@ -202,12 +202,10 @@ class OriginStore(StoreCore):
             with self._tx() as c:
                 self._push_clocks(c, pushes)
 
-    def reserve_hop(self, origin: str, shard: int, now: float, held: int = 0) -> float:
-        return self.reserve_slot(origin, shard, now, held)[0]
+    def reserve_hop(self, origin: str, shard: int, now: float) -> float:
+        return self.reserve_slot(origin, shard, now)[0]
 
-    def reserve_slot(
-        self, origin: str, shard: int, now: float, held: int = 0
-    ) -> tuple[float, float]:
+    def reserve_slot(self, origin: str, shard: int, now: float) -> tuple[float, float]:
         with self._tx() as c:
             self._ensure_origins(c, [Candidate(origin, origin, origin, shard, 0, 0.0)])
             o = c.execute(
@@ -222,9 +220,7 @@ class OriginStore(StoreCore):
             ready = max(float(o["next_eligible_at"]), float(o["backoff_until"]))
             if ready > now:
                 return ready, gap
-            # the caller's own slots in this bucket (a page lease whose render asks the same
-            # origin again) are the ones it uses: they do not count against it
-            if not _has_capacity({**o, "in_flight": int(o["in_flight"]) - held}, now):
+            if not _has_capacity(o, now):
                 return now + _POLL_S, gap
             self._push_clocks(c, [(origin, now + gap, 0.0)])
             return now, gap

@@ -1412,17 +1412,18 @@ def test_reserve_hop_takes_an_origins_clock_like_a_claim(tmp_path: Path) -> None
     assert store.reserve_hop(DOCS, SHARD, T0 + 100) == float("inf")
 
 
-def test_a_lease_holder_reserves_its_own_origin_within_its_slot(tmp_path: Path) -> None:
-    """A rendered page asks its own origin again: the page's lease is the request's slot, so
-    the cap does not refuse its holder, yet the gap still does, and nobody else gets in."""
+def test_reserve_slot_says_the_gap_it_applied(tmp_path: Path) -> None:
+    """A rendered page's subrequest takes its origin's slot like a hop; the gap comes back with
+    the answer, so a request that leaves late can move the clock from its own start."""
     store = make_store(tmp_path, gap=2.0)
     ready_origin(store, ["https://news-a.example.test/x"], now=T0)
-    lease = claim(store, T0 + 10)
-    assert isinstance(lease, Lease)
-    assert store.reserve_hop(NEWS, SHARD, T0 + 20) == pytest.approx(T0 + 20 + 0.25)  # capped
-    assert store.reserve_hop(NEWS, SHARD, T0 + 20, held=1) == T0 + 20  # the holder's slot
-    assert store.reserve_hop(NEWS, SHARD, T0 + 21, held=1) == pytest.approx(T0 + 22.01)  # gap
-    assert store.reserve_hop(NEWS, SHARD, T0 + 23, held=0) == pytest.approx(T0 + 23.25)
+    assert isinstance(claim(store, T0 + 20), Lease)
+    # the page's request is in flight: the origin's only slot is taken, whoever asks
+    assert store.reserve_slot(NEWS, SHARD, T0 + 30) == (pytest.approx(T0 + 30.25), 2.0)
+    lease_fence = next(r["fence"] for r in store.url_rows(SHARD) if r["url"].endswith("/x"))
+    store.release_slots([("https://news-a.example.test/x", lease_fence)])  # its body arrived
+    assert store.reserve_slot(NEWS, SHARD, T0 + 31) == (T0 + 31, 2.0)
+    assert store.reserve_slot(NEWS, SHARD, T0 + 32) == (pytest.approx(T0 + 33.0), 2.0)
 
 
 def test_trap_caps_bound_calendars_facets_and_numbered_urls(tmp_path: Path) -> None:

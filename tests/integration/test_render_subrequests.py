@@ -65,16 +65,34 @@ def test_subrequests_are_judged_paced_and_recorded_like_any_request(tmp_path: Pa
             async def robots(origin: str) -> RobotsPolicy | None:
                 return policies.get(origin)
 
-            async def reserve(origin: str, shard: int, now: float,
-                              held: int) -> tuple[float, float]:  # fmt: skip
-                return await asyncio.to_thread(store.reserve_slot, origin, shard, now, held)
+            async def reserve(origin: str, shard: int, now: float) -> tuple[float, float]:
+                return await asyncio.to_thread(store.reserve_slot, origin, shard, now)
+
+            locks: dict[str, asyncio.Lock] = {}
+            held: dict[str, asyncio.Lock] = {}
+            last_sent: dict[str, float] = {}
+
+            async def turn(origin: str, gap: float, key: str, deadline: float) -> Any:
+                lock = locks.setdefault(origin, asyncio.Lock())  # as the batch's
+                await lock.acquire()
+                held[key] = lock
+                while (wait := last_sent.get(origin, 0.0) + gap - time.time()) > 0:
+                    if time.time() + wait > deadline:
+                        held.pop(key).release()
+                        return None
+                    await asyncio.sleep(wait)
+                return lambda: held.pop(key).release() if key in held else None
 
             def on_sent(ctx: SubSend) -> None:  # as the batch's: the gap runs from the send
-                store.push_origin_clocks([(ctx.origin, time.time() + ctx.gap_s, 0.0)])
+                ctx.sent_at = last_sent[ctx.origin] = time.time()
+                store.push_origin_clocks([(ctx.origin, ctx.sent_at + ctx.gap_s, 0.0)])
+                if ctx.lease_id in held:
+                    held.pop(ctx.lease_id).release()
 
             async with make_session(cfg, gate, on_sent) as session:
-                sub = SubrequestGate(cfg, session, gate, robots, reserve, time.time, records.append)
-                page = PageContext(f"{site}/page", site, time.time() + 10)
+                sub = SubrequestGate(cfg, session, gate, robots, reserve, turn, time.time,
+                                     records.append)  # fmt: skip
+                page = PageContext(f"{site}/page", time.time() + 10)
 
                 def ask(url: str, method: str = "GET", kind: str = "fetch") -> Any:
                     return sub.answer(SubRequest(url, method, kind, {}, page.url), page)
@@ -83,6 +101,10 @@ def test_subrequests_are_judged_paced_and_recorded_like_any_request(tmp_path: Pa
                 second = await ask(f"{site}/api/b.json")  # the gap runs from the first
                 assert (first.reason, first.status, second.reason) == ("fetched", 200, "fetched")
                 assert first.headers["content-type"].startswith("application/json")
+                soon = PageContext(page.url, time.time() + 0.1)  # the gap outlasts it
+                busy = await sub.answer(SubRequest(f"{site}/api/d.json", "GET", "fetch", {},
+                                                   page.url), soon)  # fmt: skip
+                assert busy.reason == "render_origin_busy"
                 cdn_ok = await ask(f"{cdn}/lib.js", kind="script")
                 refused = [
                     (await ask(f"{site}/private/x")).reason,
@@ -99,10 +121,6 @@ def test_subrequests_are_judged_paced_and_recorded_like_any_request(tmp_path: Pa
                                    "egress_refused", "egress_refused", "render_url_refused"]  # fmt: skip
                 store.pause("origin", cdn, "complaint", "ops", time.time())
                 assert (await ask(f"{cdn}/lib2.js")).reason == "origin_paused"
-                soon = PageContext(page.url, site, time.time() + 0.1)  # the gap outlasts it
-                busy = await sub.answer(SubRequest(f"{site}/api/d.json", "GET", "fetch", {},
-                                                   page.url), soon)  # fmt: skip
-                assert busy.reason == "render_origin_busy"
             # the server saw exactly the requests that were answered, the gap held between them
             assert [(h, p) for h, p, _ in seen] == [(SITE, "/api/a.json"), (SITE, "/api/b.json"),
                                                    (CDN, "/lib.js")]  # fmt: skip

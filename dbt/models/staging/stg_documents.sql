@@ -23,5 +23,7 @@ select
     -- why the document was kept out of the index (null: indexed), e.g. noindex, and the
     -- document id of an earlier upsert for the URL that its delete event withdrew
     cast(index_reason as varchar) as index_reason,
-    cast(withdrawn_document_id as varchar) as withdrawn_document_id
+    cast(withdrawn_document_id as varchar) as withdrawn_document_id,
+    -- whether the text came from the page rendered in headless Chromium (render_needed, ...)
+    cast(render_reason as varchar) as render_reason
 from {{ source('lake', 'documents') }}

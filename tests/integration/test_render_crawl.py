@@ -1,0 +1,95 @@
+"""A crawl of the script-built sandbox through Dagster with the render lane: the shells' text
+comes from the rendered pages (ground truth from the sandbox), the plain origin is never
+rendered, every request the browser caused went through Atlas (its user agent, its gaps, no
+robots-disallowed script, nothing to the canary or the metadata address, no image or font)
+and is a `subresource` row of `fetches`; each document says why it was or was not rendered."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from atlas_sandbox import scripted
+from tests.conftest import running_canary, running_sandbox, write_config
+from tests.integration.test_cli import run_atlas
+
+GAP_S = 0.3
+UA = "AtlasBot/1.0 (+https://atlas.example.test/bot)"
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text))
+
+
+def test_a_crawl_renders_the_script_built_pages_through_atlas_alone(tmp_path: Path) -> None:
+    from atlas_pipeline.browser import chromium_path
+
+    if chromium_path() is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is not installed; run scripts/ensure_chromium.sh")
+        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    with running_canary(tmp_path / "canary.jsonl") as (canary_port, hits), running_sandbox(
+        tmp_path / "requests.jsonl", 0, 12, scripted=True, canary_port=canary_port
+    ) as web:  # fmt: skip
+        port = web.port
+        cfg = write_config(tmp_path / "atlas.yaml", {
+            "seeds": scripted.seed_urls(port), "data_dir": str(tmp_path), "shards": 1,
+            "user_agent": UA,
+            "politeness": {"min_gap_s": GAP_S, "max_in_flight": 1},
+            "limits": {"total_timeout_s": 10, "batch_max_idle_s": 20},
+            # one page at a time, room for all: with one request in flight per origin, pages
+            # rendered together wait on each other's slow requests (the lane test shows that)
+            "render": {"navigation_timeout_s": 6, "settle_s": 6.5, "page_timeout_s": 16,
+                       "concurrency": 1, "queue": 16},
+            "resolve": {h: "127.0.0.1" for h in scripted.SCRIPTED_HOSTS}, "resolve_only": True,
+        })  # fmt: skip
+        env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+        res = run_atlas("crawl", "--config", str(cfg), env=env, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        log = web.log.entries()
+        canary_hits = hits()
+
+    lake = tmp_path / "lake" / "crawl"
+    docs = pl.read_delta(str(lake / "documents"))
+    texts = dict(pl.read_delta(str(lake / "document_texts")).select("document_id", "text").rows())
+    kinds, truth = scripted.kinds(port), scripted.truth(port)
+    by_url = {r["url"]: r for r in docs.iter_rows(named=True)}
+    assert set(kinds) <= set(by_url), sorted(set(kinds) - set(by_url))
+    for url, kind in kinds.items():
+        doc = by_url[url]
+        text = _words(texts[doc["text_hash"]])
+        for line in truth[url].splitlines()[1:]:  # the paragraphs, as the page shows them
+            assert _words(line) in text, (url, kind, line)
+        expected = "render_not_needed" if kind == "plain" else "render_needed"
+        assert doc["render_reason"] == expected, (url, doc["render_reason"])
+
+    # the server's side: Atlas's user agent on every request, the browser's included
+    assert log and {e["headers"]["user-agent"] for e in log} == {UA}
+    paths = [e["path"] for e in log]
+    assert scripted.FORBIDDEN_SCRIPT_PATH not in paths
+    assert not any(p.startswith(("/img/", "/fonts/")) for p in paths)  # aborted, never sent
+    assert canary_hits == []
+    assert any(p.startswith("/api/article/") for p in paths)  # the XHRs went through Atlas
+    starts: dict[str, list[float]] = defaultdict(list)
+    for e in log:
+        starts[e["host"]].append(e["start"])
+    for host, times in starts.items():
+        gaps = [b - a for a, b in itertools.pairwise(sorted(times))]
+        assert min(gaps, default=GAP_S) >= GAP_S - 0.05, (host, min(gaps))
+
+    fetches = pl.read_delta(str(lake / "fetches"))
+    subs = fetches.filter(pl.col("kind") == "subresource")
+    reasons = dict(subs.select("url", "reason").rows())
+    assert subs.height > 0 and set(reasons.values()) <= {"fetched", "interrupted"}
+    # the script that never ends was still loading when its page's render ended
+    assert [u for u, r in reasons.items() if r == "interrupted"] == [
+        scripted.url(scripted.SCRIPTED, "/drip/forever.js", port)]  # fmt: skip
+    assert set(subs["original_url"].to_list()) <= set(kinds)
+    logged = sum(1 for e in log if e["path"].startswith(("/api/", "/static/", "/drip/")))
+    assert subs.height == logged  # every browser request the server saw is a fetches row

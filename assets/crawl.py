@@ -394,4 +394,6 @@ def _fetch_meta(fetches: pl.DataFrame, stats: Any, result: Any) -> dict[str, Any
         "not_modified_304": int((fetches["status"] == 304).sum()),
         "per_origin": frame_table(per_origin),
         "preview": preview(fetches, ["url", "status", "reason", "bytes", "elapsed_s"]),
+        # pages rendered, render seconds, fallbacks, subrequests by outcome, class decisions
+        "render_lane": dg.MetadataValue.json(stats.render or {"browser": "off"}),
     }

@@ -98,6 +98,7 @@ class BatchStats:
     deadline_hit: bool = False  # limits.batch_max_s ended the batch; `deferred` URLs wait
     outcomes: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)  # per request: "200", or "none"
+    render: dict[str, Any] = field(default_factory=dict)  # the render lane's figures
 
     @property
     def errors(self) -> int:
@@ -271,6 +272,7 @@ class FetchBatch:
                     yield
                 finally:
                     if self.render is not None:
+                        self.stats.render = self.render.summary()
                         await self.render.close()
         finally:
             with contextlib.suppress(Exception):

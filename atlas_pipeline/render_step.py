@@ -81,6 +81,26 @@ class RenderStep:
     def lane(self) -> RenderLane | None:
         return self._lane
 
+    def summary(self) -> dict[str, Any]:
+        """The lane's figures for the batch's metadata: pages rendered, render seconds,
+        fallbacks and subrequests by reason, and each page class's decision with its numbers."""
+        lane = self._lane
+        stats = lane.stats if lane is not None else None
+        return {
+            "browser": "not started" if lane is None else
+                       ("available" if lane.available else lane.unavailable_reason),
+            "rendered": stats.rendered if stats else 0,
+            "seconds": round(stats.seconds, 2) if stats else 0.0,
+            "fallbacks": dict(stats.fallbacks) if stats else {},
+            "subrequests": dict(stats.subrequests) if stats else {},
+            "decisions": [
+                {"origin": o, "page_class": c, "state": d.state.value, "samples": d.samples,
+                 "raw_words": d.raw_words, "rendered_words": d.rendered_words,
+                 "share": None if d.share is None else round(d.share, 3)}
+                for (o, c), d in sorted(self.decisions.items())
+            ],
+        }  # fmt: skip
+
     async def close(self) -> None:
         if self._lane is not None:
             await self._lane.__aexit__(None, None, None)

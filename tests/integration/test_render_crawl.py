@@ -93,3 +93,43 @@ def test_a_crawl_renders_the_script_built_pages_through_atlas_alone(tmp_path: Pa
     assert set(subs["original_url"].to_list()) <= set(kinds)
     logged = sum(1 for e in log if e["path"].startswith(("/api/", "/static/", "/drip/")))
     assert subs.height == logged  # every browser request the server saw is a fetches row
+
+    # the lane's figures in the fetch batch's metadata, each class decided with its numbers
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "dagster_home"))) as i:
+        event = i.get_latest_materialization_event(dg.AssetKey(["crawl", "fetches"]))
+    assert event is not None and event.asset_materialization is not None
+    lane = event.asset_materialization.metadata["render_lane"].value
+    assert isinstance(lane, dict) and lane["browser"] == "available"
+    assert lane["rendered"] >= len([k for k in kinds.values() if k != "plain"])
+    assert lane["seconds"] > 0 and lane["subrequests"].get("render_resource_type", 0) > 0
+    assert lane["subrequests"].get("render_robots_unknown", 0) > 0  # the cdn script, unfetched
+    decided = {(d["origin"], d["page_class"]): d for d in lane["decisions"]}
+    inline = decided[(scripted.url(scripted.SCRIPTED, "", port).rstrip("/"), "/inline/*")]
+    assert inline["state"] == "sampling" and inline["rendered_words"] > inline["raw_words"]
+
+
+def test_a_lane_out_of_budget_falls_back_and_the_crawl_finishes(tmp_path: Path) -> None:
+    """Budget 0: every page that would be rendered keeps its raw text as render_fallback,
+    no browser request leaves, and the crawl ends normally."""
+    with running_sandbox(tmp_path / "requests.jsonl", 0, 12, scripted=True) as web:
+        cfg = write_config(tmp_path / "atlas.yaml", {
+            "seeds": scripted.seed_urls(web.port), "data_dir": str(tmp_path), "shards": 1,
+            "politeness": {"min_gap_s": 0.0, "max_in_flight": 1},
+            "render": {"budget_s": 0},
+            "resolve": {h: "127.0.0.1" for h in scripted.SCRIPTED_HOSTS}, "resolve_only": True,
+        })  # fmt: skip
+        env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+        res = run_atlas("crawl", "--config", str(cfg), env=env, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        paths = [e["path"] for e in web.log.entries()]
+    docs = pl.read_delta(str(tmp_path / "lake" / "crawl" / "documents"))
+    kinds = scripted.kinds(web.port)
+    reasons = dict(docs.select("url", "render_reason").rows())
+    assert {reasons[u] for u, k in kinds.items() if k != "plain"} == {"render_fallback"}
+    assert {reasons[u] for u, k in kinds.items() if k == "plain"} == {"render_not_needed"}
+    assert not any(p.startswith(("/api/", "/drip/", "/static/")) for p in paths)
+    fetches = pl.read_delta(str(tmp_path / "lake" / "crawl" / "fetches"))
+    assert fetches.filter(pl.col("kind") == "subresource").is_empty()

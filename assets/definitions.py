@@ -46,7 +46,6 @@ def build_definitions(
         WARC_JOB,
         selection=dg.AssetSelection.assets(warc),
         description="WARC/1.1 files of a crawl partition's fetches (not part of a crawl).",
-        partitions_def=partitions,
         executor_def=dg.in_process_executor,
     )
     return dg.Definitions(

@@ -479,6 +479,8 @@ def test_stop_conditions_end_the_crawl_and_the_next_crawl_finishes_what_it_left(
     from atlas_sandbox import normalize_url
 
     docs = pl.read_delta(str(tmp_path / "lake" / "crawl" / "documents"))
+    missing = {normalize_url(u) for u in sandbox.web.crawlable(50)} - set(docs["url"])
+    assert not missing, (sorted(missing), timed.stdout[-1500:], done.stdout[-3000:])
     assert set(docs["url"]) == {normalize_url(u) for u in sandbox.web.crawlable(50)}
     assert docs.height == docs["url"].n_unique()
     pages = [e for e in sandbox.log.entries() if e["path"] != "/robots.txt"]

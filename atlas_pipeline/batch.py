@@ -63,6 +63,7 @@ from .render_fetch import SubrequestGate, SubSend
 from .render_step import RenderStep
 from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
 from .scope import ScopeGuard
+from .stop import is_error
 from .urls import BadUrl, normalize, origin_of, shard_of
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class BatchStats:
     def errors(self) -> int:
         """Requests that failed: no response, or a 5xx (what --max-errors counts)."""
         return sum(n for status, n in self.statuses.items()
-                   if status == "none" or int(status) >= 500)  # fmt: skip
+                   if is_error(None if status == "none" else status))  # fmt: skip
 
     @property
     def elapsed_s(self) -> float:
@@ -314,7 +315,11 @@ class FetchBatch:
         rec = await self._durably(self.store.robots, origin)
         if rec is None or rec.expires_at <= self.clock():
             return None
-        return RobotsPolicy(origin, rec.version, RobotsStatus(rec.status), rec.text)
+        # kept for the batch, as a robots fetch's own policy is: a page's every script and
+        # XHR to that origin asks again
+        policy = RobotsPolicy(origin, rec.version, RobotsStatus(rec.status), rec.text)
+        self._policies[origin] = policy
+        return policy
 
     async def _reserve_slot(self, origin: str, shard: int, now: float) -> tuple[float, float]:
         return await self._off(self.store.reserve_slot, origin, shard, now)

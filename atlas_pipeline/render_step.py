@@ -149,6 +149,8 @@ class RenderStep:
             return RenderChoice(None, None, Reason.RENDER_NOT_NEEDED.value, None, ())
         if decision.state is RenderState.PLAIN:
             return RenderChoice(None, None, Reason.RENDER_NOT_NEEDED.value, None, ())
+        if self.limits.budget_s <= 0:  # no render seconds at all: no browser to start either
+            return RenderChoice(None, None, Reason.RENDER_FALLBACK.value, "render_budget_spent", ())
         lane = await self._started_lane()
         records: list[FetchRecord] = []
         gate = self._gates(records.append)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import polars as pl
 import yaml
 from dagster._core.instance.ref import InstanceRef
 
@@ -47,8 +48,13 @@ def private_database() -> Iterator[str]:
 
 
 @contextmanager
-def started(cmd: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A process in its own group, which is killed as a whole afterwards."""
+def started(
+    cmd: list[str], env: dict[str, str], log: Path, niceness: int = 0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A process in its own group, which is killed as a whole afterwards; with `niceness`, it
+    and every process it starts run at that lower CPU priority."""
+    if niceness:
+        cmd = ["nice", "-n", str(niceness), *cmd]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # fmt: skip
@@ -139,8 +145,11 @@ def test_the_daemon_launches_every_shard_run_and_the_ui_re_executes_one(
         env |= {"DAGSTER_HOME": str(home), "ATLAS_CONFIG": str(cfg)}
         daemon_log, web_log = tmp_path / "daemon.log", tmp_path / "webserver.log"
         daemon_cmd = [str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"]
+        # The daemon's runs (three crawlers, each with its extraction workers) yield the CPU to
+        # the sandbox, so on two cores the server's handlers start when requests arrive and
+        # the gaps it logs are the ones the crawlers left; as Atlas sent them is checked below.
         with (
-            started(daemon_cmd, env, daemon_log),
+            started(daemon_cmd, env, daemon_log, niceness=10),
             dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance,
         ):
             wait_for("the daemon's first heartbeat",
@@ -169,11 +178,20 @@ def test_the_daemon_launches_every_shard_run_and_the_ui_re_executes_one(
             assert sum(int(n) for n in launched) == 3, launched
             assert len(pids) == 3
             log = sorted(sandbox.log.entries(), key=lambda e: e["start"])
-            starts: dict[str, list[float]] = defaultdict(list)
+            by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for e in log:
-                starts[e["host"]].append(e["start"])
-            gaps = [b - a for s in starts.values() for a, b in itertools.pairwise(s)]
-            assert gaps and min(gaps) >= GAP_S - SERVER_JITTER_S, min(gaps)
+                by_host[e["host"]].append(e)
+            gaps = [(b["start"] - a["start"], host, a["path"], b["path"])
+                    for host, seen in by_host.items() for a, b in itertools.pairwise(seen)]  # fmt: skip
+            # as Atlas sent them (every run's fetch records): never closer than the gap
+            fetches = pl.read_delta(str(tmp_path / "lake" / "crawl" / "fetches"))
+            sent = []
+            for (origin,), g in fetches.sort("started_at").group_by("origin", maintain_order=True):
+                times = [t.timestamp() for t in g["started_at"]]
+                sent += [(t2 - t1, origin, u1, u2) for (t1, u1), (t2, u2)
+                         in itertools.pairwise(zip(times, g["url"], strict=True))]  # fmt: skip
+            assert sent and min(sent)[0] >= GAP_S, min(sent)
+            assert gaps and min(gaps)[0] >= GAP_S - SERVER_JITTER_S, (min(gaps), min(sent))
 
             port = free_port()
             web_cmd = [str(BIN / "dagster-webserver"), "-w", "workspace.yaml",

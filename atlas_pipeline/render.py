@@ -12,7 +12,10 @@ intercepted (a WebSocket, a service worker's fetch) meets the closed proxy of
 
 The lane has its own concurrency and a budget of render seconds; a page that does not fit
 (the lane busy, the budget spent, the browser missing or failing) comes back as a fallback
-with its reason, and the caller extracts the raw HTML as before.
+with its reason, and the caller extracts the raw HTML as before. A watch keeps the browser's
+processes under `max_browser_bytes` of memory together (`browser_memory`): past it, every
+page rendering is closed and falls back as `render_memory_cap`, which gives the memory of
+their renderers back, and the lane goes on with the next page.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .browser import chromium_path, launch_options
+from .browser_memory import group_pss
 
 # what a page may load without a request leaving for it: nothing carries article text, and a
 # stylesheet would hold back every script after it while it waits for its origin's slot
@@ -85,6 +89,8 @@ class LaneLimits:
     settle_s: float = 8.0  # longest wait after load for a quiet network before the DOM is read
     max_dom_bytes: int = 5 * 1024 * 1024
     abort_types: frozenset[str] = TEXTLESS_TYPES
+    max_browser_bytes: int = 1024 * 1024 * 1024  # PSS of the browser's processes; 0: no cap
+    memory_check_s: float = 0.25
 
 
 @dataclass
@@ -93,6 +99,7 @@ class LaneStats:
     fallbacks: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     subrequests: dict[str, int] = field(default_factory=dict)  # by reason
+    peak_browser_bytes: int = 0  # the most the browser's processes held at one check
 
 
 class RenderLane:
@@ -109,6 +116,9 @@ class RenderLane:
         self._waiting = 0
         self._playwright: Any = None
         self._browser: Any = None
+        self._contexts: set[Any] = set()  # of the pages rendering now
+        self._over_cap: set[Any] = set()  # of those, the ones closed by the memory watch
+        self._watch: asyncio.Task[None] | None = None
 
     @property
     def available(self) -> bool:
@@ -128,9 +138,29 @@ class RenderLane:
         except Error as exc:  # a broken install: the crawl goes on without the lane
             self.unavailable_reason = f"Chromium did not start: {str(exc).splitlines()[0]}"
             await self._stop_playwright()
+            return self
+        if self.limits.max_browser_bytes > 0:
+            self._watch = asyncio.create_task(self._watch_memory())
         return self
 
+    async def _watch_memory(self) -> None:
+        """Close every page rendering when the browser's processes hold more than the cap."""
+        while True:
+            held = await asyncio.to_thread(group_pss)  # /proc reads: off the loop
+            if held is None:
+                return  # not Linux: nothing to measure by
+            self.stats.peak_browser_bytes = max(self.stats.peak_browser_bytes, held)
+            if held > self.limits.max_browser_bytes and self._contexts:
+                victims = list(self._contexts)
+                self._over_cap.update(victims)
+                await asyncio.gather(*(c.close() for c in victims), return_exceptions=True)
+            await asyncio.sleep(self.limits.memory_check_s)
+
     async def __aexit__(self, *exc: object) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            await asyncio.gather(self._watch, return_exceptions=True)
+            self._watch = None
         if self._browser is not None:
             await self._browser.close()
             self._browser = None
@@ -183,6 +213,12 @@ class RenderLane:
             user_agent=self.user_agent, service_workers="block", java_script_enabled=True,
             accept_downloads=False,
         )  # fmt: skip
+        self._contexts.add(context)
+
+        def failed() -> Rendered:
+            reason = "render_memory_cap" if context in self._over_cap else "render_failed"
+            return self._fallback(url, reason)
+
         try:
             page = await context.new_page()
             await page.route_web_socket("**/*", lambda ws: ws.close())
@@ -200,11 +236,13 @@ class RenderLane:
                 # document itself came from memory, so its scripts had their turn
                 complete = False
             except Error:
-                return self._fallback(url, "render_failed")
+                return failed()
+            if context in self._over_cap:  # closed while it waited out its load
+                return failed()
             try:
                 html = await page.content()
             except Error:
-                return self._fallback(url, "render_failed")
+                return failed()
             if len(html.encode()) > self.limits.max_dom_bytes:
                 return self._fallback(url, "render_dom_too_large")
             self.stats.rendered += 1
@@ -213,7 +251,7 @@ class RenderLane:
             return Rendered(url, html, "rendered", time.monotonic() - started, complete, outcomes)
         except Error as exc:
             if "Target page, context or browser has been closed" in str(exc):
-                return self._fallback(url, "render_failed")
+                return failed()
             raise
         finally:
             # a subrequest still waiting (a body that never ends, a slot not yet free) is
@@ -222,6 +260,8 @@ class RenderLane:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+            self._contexts.discard(context)
+            self._over_cap.discard(context)
             await context.close()
 
     def _handler(self, url: str, body: bytes, content_type: str, fetch: SubFetch,

@@ -148,3 +148,37 @@ def test_pages_that_do_not_fit_the_lane_fall_back_with_their_reason() -> None:
             assert out.reason == "render_unavailable"
 
     asyncio.run(go())
+
+
+# grows by 32 MiB every 50 ms (each array filled, so its pages are really held) while a script
+# that never ends keeps it loading: only its caps, or the memory watch, can end it
+HOG = """<!DOCTYPE html><html><body><main id=app>hungry</main><script>
+window.hoard = [];
+setInterval(() => window.hoard.push(new Float64Array(4 << 20).fill(Math.random())), 50);
+</script><script async src="/drip.js"></script></body></html>"""
+
+
+def test_a_page_over_the_browser_memory_cap_falls_back_and_the_lane_goes_on() -> None:
+    _need_browser()
+    from atlas_pipeline.browser_memory import group_pss
+
+    async def go() -> None:
+        limits = LaneLimits(navigation_timeout_s=20, settle_s=20, page_timeout_s=30,
+                            max_browser_bytes=700 * 2**20, memory_check_s=0.1)  # fmt: skip
+        async with loopback_site() as (base, _), ClientSession() as http, \
+                RenderLane(limits, "AtlasBot/1.0") as lane:  # fmt: skip
+            fetch = fetcher(http, refuse=set())
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            hog = await lane.render(f"{base}/hog", HOG.encode(), "text/html", fetch)
+            took = loop.time() - started
+            # stopped by the cap long before its own caps (navigation 20 s, page 30 s) would
+            assert hog.reason == "render_memory_cap" and hog.html is None and took < 15, took
+            assert lane.stats.peak_browser_bytes > limits.max_browser_bytes
+            held = await asyncio.to_thread(group_pss)
+            assert held is not None and held < limits.max_browser_bytes  # its renderer let go
+            after = await lane.render(f"{base}/shell", SHELL.encode(), "text/html", fetch)
+            assert after.reason == "rendered" and ARTICLE in (after.html or "")
+            assert lane.stats.fallbacks == {"render_memory_cap": 1}
+
+    asyncio.run(go())

@@ -12,6 +12,7 @@ import polars as pl
 from atlas_pipeline.crawl import (
     cluster_documents,
     export_origins,
+    export_render_classes,
     export_schedule,
     export_urls,
     fetch_shard,
@@ -38,9 +39,11 @@ DEDUPE_CLUSTERS = dg.AssetKey(["crawl", "dedupe_clusters"])
 INDEX_READY = dg.AssetKey(["crawl", "index_ready"])
 RECRAWL_SCHEDULE = dg.AssetKey(["crawl", "recrawl_schedule"])
 ORIGINS = dg.AssetKey(["crawl", "origins"])
+RENDER_CLASSES = dg.AssetKey(["crawl", "render_classes"])
 CRAWL_REPORT = dg.AssetKey(["crawl", "report"])
 TABLES = {key.path[-1]: key for key in (FRONTIER, FETCHES, DOCUMENTS, DOCUMENT_TEXTS, LINKS, URLS,
-                                        ORIGINS, DEDUPE_CLUSTERS, INDEX_READY, RECRAWL_SCHEDULE)}  # fmt: skip
+                                        ORIGINS, RENDER_CLASSES, DEDUPE_CLUSTERS, INDEX_READY,
+                                        RECRAWL_SCHEDULE)}  # fmt: skip
 
 
 def _described(table: str) -> dict[str, Any]:
@@ -256,6 +259,28 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         )  # fmt: skip
 
     @dg.asset(
+        key=RENDER_CLASSES,
+        deps=[FETCHES],
+        partitions_def=partitions,
+        group_name="crawl",
+        kinds={"delta"},
+        **_described("render_classes"),
+    )
+    def render_classes(
+        context: dg.AssetExecutionContext, atlas: AtlasCrawl
+    ) -> dg.MaterializeResult:
+        cycle, shard = cycle_and_shard(context)
+        with atlas.open() as engine:
+            written = export_render_classes(engine, cycle, shard)
+            rows = engine.store.render_class_rows(shard)
+        meta: dict[str, Any] = {"states": dg.MetadataValue.json(counts([r["state"] for r in rows]))}
+        if rows:
+            df = pl.DataFrame(rows, infer_schema_length=None)
+            meta["per_class"] = frame_table(df.select("origin", "page_class", "state", "samples",
+                                                      "raw_words", "rendered_words", "share"))  # fmt: skip
+        return dg.MaterializeResult(metadata=table_metadata(engine.lake, written, meta))
+
+    @dg.asset(
         key=CRAWL_REPORT,
         deps=[FETCHES, LINKS, ORIGINS, RECRAWL_SCHEDULE],
         partitions_def=partitions,
@@ -290,7 +315,8 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
             }
         )
 
-    return [frontier, fetch_batch, urls, origins, dedupe_clusters, recrawl_schedule, crawl_report]
+    return [frontier, fetch_batch, urls, origins, render_classes, dedupe_clusters, recrawl_schedule,
+            crawl_report]  # fmt: skip
 
 
 def _other_partitions_provenance(record: logging.LogRecord) -> bool:

@@ -60,6 +60,7 @@ from .politeness import origin_gap, parse_retry_after, send_delay
 from .reasons import Reason
 from .records import FetchRecord
 from .render_fetch import SubrequestGate, SubSend
+from .render_policy import RenderDecision, Sample
 from .render_step import RenderStep
 from .robots import RobotsPolicy, RobotsStatus, decode_robots, status_for_http
 from .scope import ScopeGuard
@@ -267,7 +268,8 @@ class FetchBatch:
                 self.session = session
                 if self.cfg.render.enabled:
                     self.render = RenderStep(self.cfg, self.outcomes.extract_dom,
-                                             self._subrequest_gate, self.clock)  # fmt: skip
+                                             self._subrequest_gate, self._render_sample,
+                                             self.clock)  # fmt: skip
                     self.outcomes.render = self.render
                 try:
                     yield
@@ -320,6 +322,12 @@ class FetchBatch:
         policy = RobotsPolicy(origin, rec.version, RobotsStatus(rec.status), rec.text)
         self._policies[origin] = policy
         return policy
+
+    async def _render_sample(self, origin: str, page_class: str,
+                             sample: Sample | None) -> RenderDecision:  # fmt: skip
+        assert self.render is not None
+        return await self._durably(self.store.render_sample, origin, page_class, sample,
+                                   self.render.rule, self.clock())  # fmt: skip
 
     async def _reserve_slot(self, origin: str, shard: int, now: float) -> tuple[float, float]:
         return await self._off(self.store.reserve_slot, origin, shard, now)

@@ -419,6 +419,9 @@ class Render(_Section):
     read; a page still loading then is read as it stands."""
     max_dom_bytes: int = Field(5 * 1024 * 1024, ge=1024)
     """A rendered DOM larger than this falls back to the raw HTML."""
+    max_browser_mib: int = Field(1024, ge=0)
+    """Memory (PSS, MiB) the browser's processes may hold together; past it the pages
+    rendering are closed and fall back as render_memory_cap (0: no cap; Linux only)."""
     abort_types: list[str] = Field(default_factory=lambda: ["image", "media", "font", "stylesheet"])
     """Browser resource types refused before any request: they carry no text (and a waiting
     stylesheet would hold back the scripts after it)."""

@@ -224,6 +224,13 @@ def export_origins(engine: Engine, cycle: str, shard: int) -> Written:
                                    cycle)  # fmt: skip
 
 
+def export_render_classes(engine: Engine, cycle: str, shard: int) -> Written:
+    """Write the render lane's decisions for this shard's origins as they stand after
+    `cycle`."""
+    return engine.lake.write_shard("render_classes", engine.store.render_class_rows(shard),
+                                   shard_key(shard), cycle)  # fmt: skip
+
+
 def export_schedule(engine: Engine, cycle: str, shard: int, now: float | None = None) -> Written:
     """The recrawl_schedule partition: every URL of the shard that was ever checked, with
     its next due time, why then, its estimated change rate and its staleness against its

@@ -29,6 +29,7 @@ from .audit import EPSILON_S as _EPSILON_S
 from .audit import politeness_violations
 from .lake import Lake
 from .reasons import Reason
+from .render_report import render_tables
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
@@ -315,6 +316,7 @@ def render_cycle(
     urls: pl.DataFrame,
     seeds: Sequence[str],
     shard_pages: Sequence[str] = (),
+    render: Sequence[tuple[str, pl.DataFrame]] = (),
 ) -> tuple[str, CycleSummary]:
     hosts = host_table(fetches, origins)
     sent = _unsent(fetches)
@@ -353,6 +355,8 @@ def render_cycle(
         "<h2 id='reasons'>Reason codes of the cycle's fetches</h2>",
         _table(_counted(fetches, "reason", "reason")),
     ]
+    for n, (heading, table) in enumerate(render):  # the render lane, where it had work
+        body += [f"<h2 id='render-{n}'>Render lane: {escape(heading)}</h2>", _table(table)]
     return _page(f"Atlas {cycle}", body), summary
 
 
@@ -366,6 +370,7 @@ def write_reports(root: Path, lake: Lake, seeds: Sequence[str],
     wanted = known if cycles is None else [c for c in known if c in cycles]
     origins = lake.read("origins")
     urls = lake.read("urls")
+    classes = lake.read("render_classes")
     written, summaries = [], []
     for cycle in known:
         saved = root / cycle / "summary.json"
@@ -373,9 +378,9 @@ def write_reports(root: Path, lake: Lake, seeds: Sequence[str],
             summaries.append(CycleSummary(**json.loads(saved.read_text(encoding="utf-8"))))
             continue
         pages = sorted(p.name for p in (root / cycle).glob("shard*.html"))
-        html, summary = render_cycle(
-            cycle, lake.read_cycle("fetches", cycle), origins, urls, seeds, pages
-        )
+        fetches = lake.read_cycle("fetches", cycle)
+        lane = render_tables(lake.read_cycle("documents", cycle), fetches, classes)
+        html, summary = render_cycle(cycle, fetches, origins, urls, seeds, pages, lane)
         summaries.append(summary)
         _write(root / cycle / "index.html", html)
         _write(saved, json.dumps(asdict(summary)))

@@ -39,6 +39,10 @@ TABLE_DESCRIPTIONS: dict[str, str] = {
     "pacing (configured and adaptive gap, concurrency cap, backoff), politeness bucket and "
     "fairness class, robots.txt status, validator trust and operator pause. Partitioned by "
     "origin_shard only.",
+    "render_classes": "The render lane's decision for each origin and page class, as it "
+    "stands after the latest cycle: sampling (its pages are rendered to measure), render "
+    "(the raw HTML recovers too little of the rendered text) or plain (never rendered), with "
+    "the word counts it was decided on. Partitioned by origin_shard only.",
     "recrawl_schedule": "Every URL of the shard that was ever checked: when it is due again "
     "and why, its estimated change rate, and how stale it is against its freshness class's "
     "target.",
@@ -113,6 +117,24 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "rate), growth_limited, clamped_min or clamped_max; null: no check yet.",
         "change_rate": "Estimated content changes per second (maximum likelihood over its "
         "checks); null before its second check.",
+    },
+    "render_classes": {
+        "crawl_cycle": _CATALOGUE_CYCLE,
+        "origin_shard": _SHARD,
+        "origin": "scheme://host:port of the pages.",
+        "page_class": "The page class: the first render.page_classes glob the path matches, "
+        "else the path's first segment as /segment/* (/ for top-level pages).",
+        "state": "sampling: its pages are rendered to measure (render.sample_pages of them); "
+        "render: the browser is used for it; plain: its raw HTML holds the text, never "
+        "rendered.",
+        "samples": "Pages measured both ways (raw HTML and rendered DOM) in this round.",
+        "raw_words": "Words extracted from those pages' raw HTML, summed.",
+        "rendered_words": "Words extracted from their rendered DOM, summed.",
+        "share": "raw_words / rendered_words (render.min_share is the threshold); null: "
+        "nothing rendered to compare with.",
+        "decided_at": "When sampling ended with this decision; null while sampling. It is "
+        "measured afresh render.resample_after_s later.",
+        "updated_at": "When the row last changed.",
     },
     "origins": {
         "crawl_cycle": _CATALOGUE_CYCLE,

@@ -31,6 +31,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "robots_version": pl.Int64, "robots_fetched_at": TS, "validators_trusted": pl.Boolean,
         "validator_checks": pl.Int64, "validator_misses": pl.Int64, "paused": pl.Boolean,
     },
+    "render_classes": {
+        **KEYS, "origin": pl.String, "page_class": pl.String, "state": pl.String,
+        "samples": pl.Int32, "raw_words": pl.Int64, "rendered_words": pl.Int64,
+        "share": pl.Float64, "decided_at": TS, "updated_at": TS,
+    },
     "recrawl_schedule": {
         **KEYS, "url": pl.String, "origin": pl.String, "priority": pl.Float64,
         "freshness_class": pl.String, "state": pl.String, "last_checked_at": TS,
@@ -98,13 +103,16 @@ URL_COLUMNS: dict[str, tuple[str, ...]] = {
     "fetches": ("url", "original_url", "final_url"), "documents": ("url",),
     "links": ("url", "source_url"), "index_ready": ("url",), "document_texts": (),
     "dedupe_clusters": ("url", "canonical_url"), "recrawl_schedule": ("url",), "origins": (),
+    "render_classes": (),
 }  # fmt: skip
 ORIGIN_COLUMNS: dict[str, tuple[str, ...]] = {
     "urls": ("origin",), "frontier": ("origin",), "fetches": ("origin",),
     "documents": ("origin",), "links": ("target_origin",), "index_ready": (),
     "document_texts": (),
     "dedupe_clusters": (), "recrawl_schedule": ("origin",), "origins": ("origin",),
+    "render_classes": ("origin",),
 }  # fmt: skip
 PARTITION_BY: dict[str, list[str]] = {
     "urls": ["origin_shard"], "origins": ["origin_shard"], "document_texts": [],
+    "render_classes": ["origin_shard"],
 }  # fmt: skip

@@ -6,8 +6,9 @@ Rendering costs about 30x the CPU of a plain fetch and extraction (seed 003 deci
 and from the rendered DOM; the class is rendered from then on only when the raw extraction
 recovers too little of the rendered text (under `min_share` of its words, or under
 `min_words` a page where the rendered page has them). The decision is kept with its numbers
-and sampled afresh after `resample_after_s`. Pure functions: the lane's caller holds the
-samples and the decisions.
+and sampled afresh after `resample_after_s`. Pure functions: the coordination store holds
+each class's decision with its tally (`advance` moves it on by one page), so a decision
+outlives the batch that made it and is shared by every run of the origin's shard.
 """
 
 from __future__ import annotations
@@ -80,12 +81,33 @@ def decide(samples: Sequence[Sample], rule: RenderRule, now: float,
     than `rule.resample_after_s` goes back to sampling."""
     raw = sum(s.raw_words for s in samples)
     rendered = sum(s.rendered_words for s in samples)
+    return _decided(len(samples), raw, rendered, rule, now, decided_at)
+
+
+def advance(previous: RenderDecision | None, sample: Sample | None, rule: RenderRule,
+            now: float) -> RenderDecision:  # fmt: skip
+    """The class's decision once `sample` (None: a page that measured nothing) is counted:
+    a class never seen, or decided longer than `rule.resample_after_s` ago, starts a new
+    sampling round; a decided class takes no more samples."""
+    if previous is None or (
+        previous.decided_at is not None and now - previous.decided_at > rule.resample_after_s
+    ):
+        n, raw, rendered, decided_at = 0, 0, 0, None
+    else:
+        n, raw, rendered = previous.samples, previous.raw_words, previous.rendered_words
+        decided_at = previous.decided_at
+    if sample is not None and decided_at is None:
+        n, raw, rendered = n + 1, raw + sample.raw_words, rendered + sample.rendered_words
+    return _decided(n, raw, rendered, rule, now, decided_at)
+
+
+def _decided(n: int, raw: int, rendered: int, rule: RenderRule, now: float,
+             decided_at: float | None) -> RenderDecision:  # fmt: skip
     share = raw / rendered if rendered else None
-    if len(samples) < rule.sample_pages or (
+    if n < rule.sample_pages or (
         decided_at is not None and now - decided_at > rule.resample_after_s
     ):
-        return RenderDecision(RenderState.SAMPLING, len(samples), raw, rendered, share, None)
-    n = len(samples)
+        return RenderDecision(RenderState.SAMPLING, n, raw, rendered, share, None)
     too_few = raw / n < rule.min_words <= rendered / n
     need = (share is not None and share < rule.min_share) or too_few
     state = RenderState.RENDER if need else RenderState.PLAIN

@@ -10,8 +10,12 @@ document's when it gives more words than the raw HTML. Every page parsed here re
 (`documents.render_reason`), and every request the browser caused is a `subresource` fetch.
 
 The browser starts at the first page that needs it, so a batch whose pages all hold their
-text never starts one. Decisions live with the batch (each batch samples its classes
-afresh); keeping them across batches is the next step.
+text never starts one. Each class's decision lives in the coordination store (`Advance`:
+`render_policy.advance` in one store transaction), so every run of the shard adds its
+samples to one tally and a later batch starts from the decision in force; this step keeps a
+decided class for the batch and asks the store again only while a class is sampled or once
+its decision is due for a fresh measurement. A store out of reach is waited out like any
+store call (the batch's `Advance`); the page's text does not depend on it.
 """
 
 from __future__ import annotations
@@ -29,13 +33,15 @@ from .reasons import Reason
 from .records import FetchRecord
 from .render import LaneLimits, RenderLane, SubAnswer, SubRequest
 from .render_fetch import PageContext, SubrequestGate
-from .render_policy import RenderDecision, RenderRule, RenderState, Sample, decide, page_class
+from .render_policy import RenderDecision, RenderRule, RenderState, Sample, page_class
 from .render_policy import words as count_words
 
 log = logging.getLogger(__name__)
 
 Extract = Callable[[bytes, str], Awaitable[dict[str, Any]]]  # (DOM bytes, url) -> a parse
 GateFactory = Callable[[Callable[[FetchRecord], None]], SubrequestGate]
+# (origin, page class, a sample or None) -> the class's decision once it is counted, stored
+Advance = Callable[[str, str, Sample | None], Awaitable[RenderDecision]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,22 +66,21 @@ def has_script(body: bytes) -> bool:
 
 
 class RenderStep:
-    def __init__(self, cfg: CrawlConfig, extract: Extract, gates: GateFactory,
+    def __init__(self, cfg: CrawlConfig, extract: Extract, gates: GateFactory, advance: Advance,
                  clock: Callable[[], float]) -> None:  # fmt: skip
         r = cfg.render
         self.cfg, self._extract, self._gates, self.clock = cfg, extract, gates, clock
+        self._advance = advance
         self.rule = RenderRule(r.sample_pages, r.min_share, r.min_words, r.resample_after_s)
         self.limits = LaneLimits(
             concurrency=r.concurrency, queue=r.queue, budget_s=r.budget_s,
             navigation_timeout_s=r.navigation_timeout_s, page_timeout_s=r.page_timeout_s,
             settle_s=r.settle_s, max_dom_bytes=r.max_dom_bytes,
-            abort_types=frozenset(r.abort_types),
+            abort_types=frozenset(r.abort_types), max_browser_bytes=r.max_browser_mib * 2**20,
         )  # fmt: skip
         self._lane: RenderLane | None = None
         self._starting = asyncio.Lock()
-        self._samples: dict[tuple[str, str], list[Sample]] = {}
-        self._decided_at: dict[tuple[str, str], float] = {}
-        self.decisions: dict[tuple[str, str], RenderDecision] = {}
+        self.decisions: dict[tuple[str, str], RenderDecision] = {}  # as this batch last saw them
 
     @property
     def lane(self) -> RenderLane | None:
@@ -93,6 +98,7 @@ class RenderStep:
             "seconds": round(stats.seconds, 2) if stats else 0.0,
             "fallbacks": dict(stats.fallbacks) if stats else {},
             "subrequests": dict(stats.subrequests) if stats else {},
+            "peak_browser_mib": round(stats.peak_browser_bytes / 2**20) if stats else 0,
             "decisions": [
                 {"origin": o, "page_class": c, "state": d.state.value, "samples": d.samples,
                  "raw_words": d.raw_words, "rendered_words": d.rendered_words,
@@ -117,19 +123,15 @@ class RenderStep:
                 self._lane = lane
             return self._lane
 
-    def _decision(self, key: tuple[str, str], sample: Sample | None = None) -> RenderDecision:
-        now = self.clock()
-        decided_at = self._decided_at.get(key)
-        if decided_at is not None and now - decided_at > self.rule.resample_after_s:
-            self._samples.pop(key, None)  # due for a fresh measurement
-            self._decided_at.pop(key, None)
-            decided_at = None
-        samples = self._samples.setdefault(key, [])
-        if sample is not None and decided_at is None:
-            samples.append(sample)
-        decision = decide(samples, self.rule, now, decided_at)
-        if decision.state is not RenderState.SAMPLING:
-            self._decided_at.setdefault(key, decision.decided_at or now)
+    async def _decision(self, key: tuple[str, str], sample: Sample | None = None) -> RenderDecision:
+        known = self.decisions.get(key)
+        if (
+            known is not None
+            and known.decided_at is not None
+            and self.clock() - known.decided_at <= self.rule.resample_after_s
+        ):
+            return known  # decided and in force: it takes no samples, and no store call
+        decision = await self._advance(key[0], key[1], sample)
         self.decisions[key] = decision
         return decision
 
@@ -138,14 +140,14 @@ class RenderStep:
         """The lane's choice for a page parsed from its raw HTML (`raw`); None: lane off."""
         if not self.cfg.render.enabled:
             return None
-        raw_words = count_words(raw["extraction"]["text"])
-        key = (origin, page_class(url, self.cfg.render.page_classes))
-        decision = self._decision(key)
         if not has_script(body):  # nothing can draw text the raw HTML lacks
             return RenderChoice(None, None, Reason.RENDER_NOT_NEEDED.value, None, ())
+        raw_words = count_words(raw["extraction"]["text"])
+        key = (origin, page_class(url, self.cfg.render.page_classes))
+        decision = await self._decision(key)
         if raw_words >= self.cfg.render.skip_above_words:
             if decision.state is RenderState.SAMPLING:
-                self._decision(key, Sample(raw_words, raw_words))
+                await self._decision(key, Sample(raw_words, raw_words))
             return RenderChoice(None, None, Reason.RENDER_NOT_NEEDED.value, None, ())
         if decision.state is RenderState.PLAIN:
             return RenderChoice(None, None, Reason.RENDER_NOT_NEEDED.value, None, ())
@@ -178,7 +180,7 @@ class RenderStep:
             # still loading when its time was up, and nothing gained: no measurement either
             return RenderChoice(None, None, Reason.RENDER_FALLBACK.value, "render_incomplete", subs)
         if decision.state is RenderState.SAMPLING:
-            decision = self._decision(key, Sample(raw_words, rendered_words))
+            decision = await self._decision(key, Sample(raw_words, rendered_words))
         if rendered_words > raw_words and decision.state is not RenderState.PLAIN:
             return RenderChoice(parsed, dom, Reason.RENDER_NEEDED.value, None, subs)
         return RenderChoice(None, None, Reason.RENDER_NOT_NEEDED.value, None, subs)

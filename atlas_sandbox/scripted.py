@@ -24,7 +24,8 @@ cdn-scripts.example.test
   /forbidden/widget.js    appends FORBIDDEN_MARK to the page: a renderer honouring robots never
                           runs it
 plain-render.example.test  (the Ashgrove Almanac: text already in the raw HTML)
-  /, /robots.txt (allows everything), /articles/1..3
+  /, /robots.txt (allows everything), /articles/1..3 (each with an inline script that draws
+                          nothing, and more words than render.skip_above_words by default)
 
 No sitemaps (as the directive origin). Everything else answers 404; a query is ignored. Drawn
 text is the shell's <main id="story">, marked data-drawn="1" once drawn.
@@ -168,7 +169,8 @@ def _article(host: str, path: str) -> tuple[str, tuple[str, ...]]:
     rng = random.Random(f"atlas-scripted|{host}|{path}")
     title = " ".join(w.capitalize() for w in rng.sample(_WORDS, 4))
     paragraphs = []
-    for _ in range(4):
+    # the almanac's articles are a paragraph longer: over render.skip_above_words in raw HTML
+    for _ in range(5 if host == PLAIN else 4):
         sentences = []
         for _ in range(4):
             words = [rng.choice(_WORDS if rng.random() < 0.7 else _SMALL) for _ in range(11)]
@@ -251,6 +253,7 @@ def _index(port: int) -> bytes:
 
 
 def _plain(path: str) -> bytes:
+    script = ""
     if path == "/":
         items = "".join(f'<li><a href="{p}">{escape(p)}</a></li>\n' for p in PLAIN_PAGES)
         title, body = "The Ashgrove Almanac", f"<ul>\n{items}</ul>\n"
@@ -258,9 +261,11 @@ def _plain(path: str) -> bytes:
         title, paragraphs = _article(PLAIN, path)
         body = "".join(f"<p>{escape(p)}</p>\n" for p in paragraphs)
         body += '<p><a href="/">Back to the almanac</a></p>\n'
+        # a script that draws nothing, as most sites have: the page class is measured
+        script = '<script>document.documentElement.classList.add("js");</script>'
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title></head>\n<body>\n<main><article>"
+        f"<title>{escape(title)}</title>{script}</head>\n<body>\n<main><article>"
         f"<h1>{escape(title)}</h1>\n{body}</article></main>\n</body></html>\n"
     ).encode()
 

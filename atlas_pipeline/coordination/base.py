@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from ..records import Document, FetchRecord
+from ..render_policy import RenderDecision, RenderRule, Sample
 
 
 class UrlState(StrEnum):
@@ -391,5 +392,12 @@ class CoordinationStore(Protocol):
     def stale_attempts_of(self, url: str) -> list[dict[str, Any]]: ...
 
     def origin_rows(self, shard: int) -> list[dict[str, Any]]: ...
+
+    def render_class(self, origin: str, page_class: str) -> RenderDecision | None: ...
+
+    def render_sample(self, origin: str, page_class: str, sample: Sample | None,
+                      rule: RenderRule, now: float) -> RenderDecision: ...  # fmt: skip
+
+    def render_class_rows(self, shard: int) -> list[dict[str, Any]]: ...
 
     def referenced_bodies(self) -> set[str]: ...

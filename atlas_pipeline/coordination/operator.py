@@ -145,6 +145,7 @@ class OperatorStore(OriginStore):
             for origin in out.origins:
                 c.execute("DELETE FROM trap_counts WHERE origin = :origin", {"origin": origin})
                 c.execute("DELETE FROM trap_novelty WHERE origin = :origin", {"origin": origin})
+                c.execute("DELETE FROM render_classes WHERE origin = :origin", {"origin": origin})
                 c.execute("DELETE FROM origins WHERE origin = :origin", {"origin": origin})
         return out
 

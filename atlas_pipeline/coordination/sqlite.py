@@ -1,8 +1,8 @@
 """SQLite coordination store: one embedded file, WAL, every claim one IMMEDIATE transaction.
 
 The contract is implemented once, by aggregate (core.py, selection.py, queue.py, commits.py,
-catalogue.py, origins.py, operator.py, reads.py); this class puts them together, opens the
-file and migrates it (migrate.py: Alembic revisions, run once each).
+catalogue.py, origins.py, operator.py, reads.py, render_classes.py); this class puts them
+together, opens the file and migrates it (migrate.py: Alembic revisions, run once each).
 """
 
 from __future__ import annotations
@@ -23,12 +23,15 @@ from .migrate import HEAD, engine_for, upgrade
 from .operator import OperatorStore
 from .queue import QueueStore
 from .reads import ReadStore
+from .render_classes import RenderClassStore
 from .selection import FrontierStore
 
 __all__ = ["SqliteStore", "url_digest"]
 
 
-class SqliteStore(FrontierStore, QueueStore, CommitStore, OperatorStore, ReadStore):
+class SqliteStore(
+    FrontierStore, QueueStore, CommitStore, OperatorStore, ReadStore, RenderClassStore
+):
     """CoordinationStore on SQLite. One connection per thread; safe across processes."""
 
     def __init__(

@@ -274,3 +274,17 @@ body_refs = sa.Table(
     sa.Column("url", sa.Text, primary_key=True),
     sa.Column("committed_at", Real, nullable=False),
 )
+
+# The render lane's decision per origin and page class, with the tally it was made from.
+render_classes = sa.Table(
+    "render_classes",
+    metadata,
+    sa.Column("origin", sa.Text, primary_key=True),
+    sa.Column("page_class", sa.Text, primary_key=True),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("samples", sa.Integer, nullable=False),
+    sa.Column("raw_words", sa.BigInteger, nullable=False),
+    sa.Column("rendered_words", sa.BigInteger, nullable=False),
+    sa.Column("decided_at", Real),
+    sa.Column("updated_at", Real, nullable=False),
+)

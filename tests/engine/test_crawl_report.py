@@ -20,6 +20,7 @@ from atlas_pipeline.crawl_report import (
     time_ticks,
 )
 from atlas_pipeline.lake import frame
+from atlas_pipeline.render_report import render_tables
 from atlas_pipeline.report import origin_rates
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -144,3 +145,38 @@ def test_a_short_gap_is_a_red_dot_on_its_own_strip() -> None:
                                  frame("urls", []), [])  # fmt: skip
     assert html.count("<circle") == 1 and summary.over_limit == 1
     assert "<b class=bad>1</b>hosts over their limit" in html
+
+
+def test_the_render_lane_section_counts_documents_subrequests_and_decisions() -> None:
+    docs = frame("documents", [
+        {"url": f"{A}/s{i}", "origin": A, "render_reason": r}
+        for i, r in enumerate(["render_needed"] * 3 + ["render_fallback", "render_not_needed"])
+    ])  # fmt: skip
+    fetches = frame("fetches", [
+        _fetch(A, 1.0), _fetch(A, 2.0, kind="subresource"), _fetch(A, 3.0, kind="subresource"),
+        _fetch(B, 4.0, kind="subresource", reason="timeout"),
+    ])  # fmt: skip
+    classes = frame("render_classes", [
+        {"origin": A, "page_class": "/app/*", "state": "render", "samples": 3, "raw_words": 2,
+         "rendered_words": 900, "share": 2 / 900, "decided_at": 5.0, "updated_at": 5.0},
+        {"origin": B, "page_class": "/", "state": "plain", "samples": 3, "raw_words": 700,
+         "rendered_words": 700, "share": 1.0, "decided_at": 6.0, "updated_at": 6.0},
+    ])  # fmt: skip
+    tables = dict(render_tables(docs, fetches, classes))
+    reasons = dict(tables["Documents by render reason"].rows())
+    assert reasons == {"render_needed": 3, "render_fallback": 1, "render_not_needed": 1}
+    subs = tables["Requests the browser caused, by origin and outcome"].rows()
+    assert subs == [(A, "fetched", 2), (B, "timeout", 1)]  # the page itself is not one of them
+    decided = tables["Page classes: render decisions"]
+    assert decided["state"].to_list() == ["render", "plain"]
+    assert decided["share"].to_list() == [0.002, 1.0]
+    html, _ = render_cycle("c0001", fetches, _origins((A, 0.0, 2, "ok"), (B, 0.0, 2, "ok")),
+                           frame("urls", []), [], render=list(tables.items()))  # fmt: skip
+    assert "Render lane: Page classes: render decisions" in html and "/app/*" in html
+    # a web without scripts: no section at all
+    plain = frame(
+        "documents", [{"url": f"{A}/p", "origin": A, "render_reason": "render_not_needed"}]
+    )
+    assert (
+        render_tables(plain, frame("fetches", [_fetch(A, 1.0)]), frame("render_classes", [])) == []
+    )

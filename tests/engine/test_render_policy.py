@@ -10,6 +10,7 @@ from atlas_pipeline.render_policy import (
     RenderRule,
     RenderState,
     Sample,
+    advance,
     decide,
     page_class,
     words,
@@ -62,6 +63,38 @@ def test_a_decision_is_kept_until_it_is_due_for_a_new_sample(
 def test_the_decision_keeps_its_numbers() -> None:
     d = decide([Sample(5, 100), Sample(0, 200), Sample(10, 300)], RULE, now=1.0)
     assert d == RenderDecision(R, 3, 15, 600, 0.025, 1.0)
+
+
+def _d(state: RenderState, n: int, raw: int, rendered: int, at: float | None) -> RenderDecision:
+    return RenderDecision(state, n, raw, rendered, raw / rendered if rendered else None, at)
+
+
+@pytest.mark.parametrize(
+    ("previous", "sample", "now", "expected"),
+    [
+        (None, None, 5.0, _d(S, 0, 0, 0, None)),  # first sight, nothing measured yet
+        (None, (0, 300), 5.0, _d(S, 1, 0, 300, None)),
+        (_d(S, 1, 0, 300, None), (0, 280), 6.0, _d(S, 2, 0, 580, None)),
+        (_d(S, 2, 0, 580, None), (5, 310), 7.0, _d(R, 3, 5, 890, 7.0)),  # the third decides
+        (_d(S, 2, 400, 410, None), (390, 400), 7.0, _d(P, 3, 790, 810, 7.0)),
+        (_d(S, 2, 0, 580, None), None, 7.0, _d(S, 2, 0, 580, None)),  # a page that measured nothing
+        (
+            _d(R, 3, 5, 890, 7.0),
+            (400, 400),
+            50.0,
+            _d(R, 3, 5, 890, 7.0),
+        ),  # decided: no more samples
+        (_d(P, 3, 790, 810, 7.0), None, 107.0, _d(P, 3, 790, 810, 7.0)),  # 100 s: still in force
+        (_d(P, 3, 790, 810, 7.0), None, 107.5, _d(S, 0, 0, 0, None)),  # due: a new round
+        (_d(P, 3, 790, 810, 7.0), (0, 300), 200.0, _d(S, 1, 0, 300, None)),  # its first sample
+    ],
+)
+def test_a_stored_decision_advances_page_by_page(
+    previous: RenderDecision | None, sample: tuple[int, int] | None, now: float,
+    expected: RenderDecision,
+) -> None:  # fmt: skip
+    got = advance(previous, None if sample is None else Sample(*sample), RULE, now)
+    assert got == expected
 
 
 @pytest.mark.parametrize(

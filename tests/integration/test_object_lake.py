@@ -27,7 +27,7 @@ ATLAS = str(Path(sys.executable).parent / "atlas")
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "atlas-lake"
 WRITTEN = ("frontier", "fetches", "documents", "document_texts", "links", "dedupe_clusters",
-           "index_ready", "urls", "origins", "recrawl_schedule")  # fmt: skip
+           "index_ready", "urls", "origins", "render_classes", "recrawl_schedule")  # fmt: skip
 
 
 def test_a_cycle_writes_every_table_to_the_bucket_and_dbt_and_inspect_read_it(
@@ -78,7 +78,8 @@ def test_a_cycle_writes_every_table_to_the_bucket_and_dbt_and_inspect_read_it(
                     continue
                 (rows,) = con.execute(f"select count(*) from main.stg_{table}").fetchone() or (0,)
                 lake_rows = pl.read_delta(f"{root}/crawl/{table}", storage_options=options).height
-                assert rows == lake_rows > 0, table
+                # the sandbox web's pages have no script: no page class to decide
+                assert rows == lake_rows and (lake_rows > 0 or table == "render_classes"), table
 
 
 @pytest.mark.parametrize(

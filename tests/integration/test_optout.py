@@ -112,7 +112,8 @@ def test_the_store_keeps_only_the_audited_suppression(opted_out: dict[str, Any])
     store = opted_out["store"]
     with store._tx() as c:
         for table, column in (("urls", "url"), ("fetch_records", "url"), ("fetch_records", "links"),
-                              ("stale_attempts", "url"), ("origins", "origin")):  # fmt: skip
+                              ("stale_attempts", "url"), ("origins", "origin"),
+                              ("render_classes", "origin")):  # fmt: skip
             n = c.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} LIKE :gone",
                           {"gone": f"%{GONE}%"}).fetchone()[0]  # fmt: skip
             assert n == 0, (table, column, n)

@@ -110,6 +110,28 @@ def test_a_crawl_renders_the_script_built_pages_through_atlas_alone(tmp_path: Pa
     inline = decided[(scripted.url(scripted.SCRIPTED, "", port).rstrip("/"), "/inline/*")]
     assert inline["state"] == "sampling" and inline["rendered_words"] > inline["raw_words"]
 
+    # every decision is in the store and the lake with its numbers: the almanac's articles
+    # (a script that draws nothing, their text all in the raw HTML) were measured and decided
+    # plain, and not one of them was rendered
+    classes = {(r["origin"], r["page_class"]): r
+               for r in pl.read_delta(str(lake / "render_classes")).iter_rows(named=True)}  # fmt: skip
+    plain_origin = scripted.url(scripted.PLAIN, "", port).rstrip("/")
+    articles = classes[(plain_origin, "/articles/*")]
+    assert articles["state"] == "plain" and articles["samples"] == 3
+    assert articles["raw_words"] == articles["rendered_words"] >= 3 * 200
+    assert articles["share"] == 1.0 and articles["decided_at"] is not None
+    assert decided[(plain_origin, "/articles/*")]["state"] == "plain"
+    plain_pages = {u for u, k in kinds.items() if k == "plain"}
+    assert not set(subs["original_url"].to_list()) & plain_pages
+    stored = classes[(inline["origin"], "/inline/*")]
+    assert (stored["state"], stored["samples"]) == ("sampling", inline["samples"])
+    assert stored["rendered_words"] == inline["rendered_words"] > stored["raw_words"]
+    # and in the cycle's crawl report
+    (report,) = (tmp_path / "lake" / "reports").glob("c*/index.html")
+    html = report.read_text()
+    assert "Render lane: Documents by render reason" in html and "render_needed" in html
+    assert "Render lane: Page classes: render decisions" in html and "/articles/*" in html
+
 
 def test_a_lane_out_of_budget_falls_back_and_the_crawl_finishes(tmp_path: Path) -> None:
     """Budget 0: every page that would be rendered keeps its raw text as render_fallback,

@@ -31,6 +31,7 @@ import random
 import signal
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -211,6 +212,8 @@ class FetchBatch:
         self._backoffs: dict[str, float] = {}
         self._send_locks: dict[str, asyncio.Lock] = {}
         self._holding: dict[str, asyncio.Lock] = {}  # lease id -> the send lock it holds
+        # robots.txt fetches for the origins of rendered pages' subrequests, by origin
+        self._learning: dict[str, asyncio.Future[RobotsPolicy | None]] = {}
         self._hops: list[_Hop] = []  # robots redirect hops waiting for another origin's slot
         self._stop_at = float("inf")  # after an interrupt: when requests in flight are dropped
         limit = self.cfg.limits.batch_max_s
@@ -308,20 +311,57 @@ class FetchBatch:
             await asyncio.sleep(wait)
         return lambda: self._release_send(key)
 
-    async def _robots_policy(self, origin: str) -> RobotsPolicy | None:
+    async def _robots_policy(self, origin: str, deadline: float) -> RobotsPolicy | None:
         """The robots policy in force for `origin`: this batch's, else the store's while it is
-        fresh; None when Atlas has none (a subrequest there is refused, not guessed)."""
+        fresh, else learnt now (`_learn_robots`) if that fits before `deadline`; None when
+        Atlas has none in time (a subrequest there is refused, not guessed)."""
         policy = self._policies.get(origin)
         if policy is not None:
             return policy
         rec = await self._durably(self.store.robots, origin)
         if rec is None or rec.expires_at <= self.clock():
-            return None
+            learning = self._learning.get(origin)
+            if learning is None:  # one fetch per origin, however many subrequests wait on it
+                learning = asyncio.ensure_future(self._learn_robots(origin, deadline))
+                self._learning[origin] = learning
+                learning.add_done_callback(lambda _: self._learning.pop(origin, None))
+            return await asyncio.shield(learning)
         # kept for the batch, as a robots fetch's own policy is: a page's every script and
         # XHR to that origin asks again
         policy = RobotsPolicy(origin, rec.version, RobotsStatus(rec.status), rec.text)
         self._policies[origin] = policy
         return policy
+
+    async def _learn_robots(self, origin: str, deadline: float) -> RobotsPolicy | None:
+        """Fetch the robots.txt of an origin a rendered page asks for (a script or an XHR on
+        another origin) as a claim's robots task: the process's send turn, then the store's
+        robots lease with its bucket's slot. Its sitemaps are not followed: the origin is
+        not in the crawl for having served a page a script."""
+        shard = shard_of(origin, self.cfg.shards)
+        key = f"robots-{uuid.uuid4().hex}"
+        while True:
+            release = await self._send_turn(origin, self.cfg.politeness.min_gap_s, key, deadline)
+            if release is None:
+                return None
+            now = self.clock()
+            got = await self._durably(self.store.claim_robots, origin, shard, now,
+                                      self.cfg.lease_s)  # fmt: skip
+            if isinstance(got, RobotsTask):
+                self._holding[got.lease_id] = self._holding.pop(key)  # released when it leaves
+                self._net_active += 1
+                try:
+                    await self._fetch_robots(got, discover=False)
+                finally:
+                    self._release_send(got.lease_id)
+                return self._policies.get(origin)
+            release()
+            if got == now:  # another run learnt it meanwhile
+                rec = await self._durably(self.store.robots, origin)
+                if rec is not None:
+                    return RobotsPolicy(origin, rec.version, RobotsStatus(rec.status), rec.text)
+            if got > deadline:
+                return None
+            await asyncio.sleep(max(got - now, 0.01))
 
     async def _render_sample(self, origin: str, page_class: str,
                              sample: Sample | None) -> RenderDecision:  # fmt: skip
@@ -712,7 +752,7 @@ class FetchBatch:
         return await self.outcomes.settle(lease, resp, verdict, now)
 
     # robots --------------------------------------------------------------------------
-    async def _fetch_robots(self, task: RobotsTask) -> None:
+    async def _fetch_robots(self, task: RobotsTask, discover: bool = True) -> None:
         url = f"{_origin_base(task.origin)}/robots.txt"
         try:
             resp = await self._get_following(url, task)
@@ -763,7 +803,7 @@ class FetchBatch:
             return
         policy = RobotsPolicy(task.origin, stored.version, RobotsStatus(stored.status), stored.text)
         self._policies[task.origin] = policy
-        sitemaps = policy.sitemaps() if self.cfg.discovery.robots_sitemaps else []
+        sitemaps = policy.sitemaps() if discover and self.cfg.discovery.robots_sitemaps else []
         announced = self.guard.announced_sitemaps(sitemaps, url)
         if announced:
             await self._durably(self.store.discover, announced, self.cycle)

@@ -2,8 +2,9 @@
 
 A rendered page asks for scripts, JSON, styles and frames. Each one here passes, in order:
 its method (GET and HEAD only), its URL (http(s), Atlas's normal form), the robots rules of
-its own origin (an origin whose robots.txt Atlas does not know yet is refused, not guessed:
-`render_robots_unknown`), that origin's bucket in the coordination store (its gap, its
+its own origin (an origin whose robots.txt Atlas does not know yet has it fetched first, as
+a claim's robots task would; when that cannot be done before the page's render ends, the
+request is refused, not guessed: `render_robots_unknown`), that origin's bucket in the coordination store (its gap, its
 in-flight cap, Retry-After backoffs and pauses, taken atomically by `reserve_slot`; the page's
 own lease gave its slot back when its document arrived, so a subrequest to the page's origin
 waits for a free slot like any request; the session's `on_sent`
@@ -33,7 +34,8 @@ from .render import SubAnswer, SubRequest
 from .robots import RobotsPolicy
 from .urls import normalize, origin_of, shard_of
 
-RobotsLookup = Callable[[str], Awaitable[RobotsPolicy | None]]
+# (origin, deadline) -> its robots policy, learnt by then if Atlas has none; None: not in time
+RobotsLookup = Callable[[str, float], Awaitable[RobotsPolicy | None]]
 Reserve = Callable[[str, int, float], Awaitable[tuple[float, float]]]
 # The origin's send turn: (origin, gap, key, deadline) -> wait until this process may send to
 # it (no other request of the process about to leave, the gap since its last send kept) and
@@ -95,7 +97,7 @@ class SubrequestGate:
             return SubAnswer(Reason.EGRESS_REFUSED.value)
         except ValueError:
             return SubAnswer("render_url_refused")
-        policy = await self._robots(origin)
+        policy = await self._robots(origin, page.deadline)
         if policy is None:
             return SubAnswer("render_robots_unknown")
         if not policy.allows(url, self.cfg.robots_token):

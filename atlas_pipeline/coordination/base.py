@@ -311,6 +311,9 @@ class CoordinationStore(Protocol):
         gap, atomically), else when to ask again (inf while it is paused)."""
         ...
 
+    def claim_robots(self, origin: str, shard: int, now: float,
+                     lease_s: float) -> RobotsTask | float: ...  # fmt: skip
+
     def reserve_slot(self, origin: str, shard: int, now: float) -> tuple[float, float]:
         """`reserve_hop`, with the gap it applies: (when, gap), so a request that leaves
         later than its reservation moves the clock from its own start."""

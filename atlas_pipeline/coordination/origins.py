@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -224,6 +225,42 @@ class OriginStore(StoreCore):
                 return now + _POLL_S, gap
             self._push_clocks(c, [(origin, now + gap, 0.0)])
             return now, gap
+
+    def claim_robots(self, origin: str, shard: int, now: float,
+                     lease_s: float) -> RobotsTask | float:  # fmt: skip
+        """Authority to fetch the robots.txt of an origin no URL of the crawl has brought in
+        yet (a rendered page's script or XHR there), taken like a claim's: its bucket's slot
+        and clock, and the origin's robots lease. Else when to ask again (inf: paused; now:
+        the policy is known already)."""
+        with self._tx() as c:
+            self._ensure_origins(c, [Candidate(origin, origin, origin, shard, 0, 0.0)])
+            o = c.execute(
+                f"""SELECT o.*, {self._in_flight_sql} AS in_flight,
+                     EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin"""
+                + self._for_update,
+                {"origin": origin, "now": now},
+            ).fetchone()
+            if o["robots_expires_at"] > now:
+                return now
+            if o["paused"]:
+                return float("inf")
+            if o["robots_lease_until"] > now:
+                return float(o["robots_lease_until"])  # another worker is fetching it
+            ready = max(float(o["next_eligible_at"]), float(o["backoff_until"]))
+            if ready > now:
+                return ready
+            if not _has_capacity(o, now):
+                return now + _POLL_S
+            gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])
+            gap += self.default_policy.gap_guard_s if gap > 0 else 0.0
+            task = RobotsTask(origin, uuid.uuid4().hex, now + lease_s, now, gap)
+            c.execute(
+                """UPDATE origins SET robots_lease_id = :lease_id, robots_lease_until = :until
+                   WHERE origin = :origin""",
+                {"lease_id": task.lease_id, "until": task.expires_at, "origin": origin},
+            )
+            self._push_clocks(c, [(origin, now + gap, 0.0)])
+            return task
 
     def _push_clocks(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
         where = "origin = :origin"

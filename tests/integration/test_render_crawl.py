@@ -105,7 +105,14 @@ def test_a_crawl_renders_the_script_built_pages_through_atlas_alone(tmp_path: Pa
     assert isinstance(lane, dict) and lane["browser"] == "available"
     assert lane["rendered"] >= len([k for k in kinds.values() if k != "plain"])
     assert lane["seconds"] > 0 and lane["subrequests"].get("render_resource_type", 0) > 0
-    assert lane["subrequests"].get("render_robots_unknown", 0) > 0  # the cdn script, unfetched
+    # the cdn's robots.txt was fetched for its script, and the script refused by it
+    assert lane["subrequests"].get("robots_disallowed", 0) > 0
+    assert "render_robots_unknown" not in lane["subrequests"]
+    cdn = scripted.url(scripted.CDN, "", port).rstrip("/")
+    cdn_robots = fetches.filter((pl.col("kind") == "robots") & (pl.col("origin") == cdn))
+    assert cdn_robots.height == 1 and cdn_robots["reason"].to_list() == ["parsed"]
+    assert [p for h, p in ((e["host"], e["path"]) for e in log) if h == scripted.CDN] == [
+        "/robots.txt"]  # fmt: skip
     decided = {(d["origin"], d["page_class"]): d for d in lane["decisions"]}
     inline = decided[(scripted.url(scripted.SCRIPTED, "", port).rstrip("/"), "/inline/*")]
     assert inline["state"] == "sampling" and inline["rendered_words"] > inline["raw_words"]

@@ -1,5 +1,5 @@
 """A rendered page's subrequests go through what every Atlas request goes through: method,
-egress (address literals), the robots rules of their own origin (unknown ones refused), the
+egress (address literals), the robots rules of their own origin (none in time: refused), the
 origin's bucket in the coordination store (gap, cap, pause), then the capped fetch; each
 request that left is reported as a record. Real store, real loopback server, no browser."""
 
@@ -62,7 +62,7 @@ def test_subrequests_are_judged_paced_and_recorded_like_any_request(tmp_path: Pa
             records: list[FetchRecord] = []
             gate = EgressGate(cfg.resolve, cfg.resolve_only)
 
-            async def robots(origin: str) -> RobotsPolicy | None:
+            async def robots(origin: str, _deadline: float) -> RobotsPolicy | None:
                 return policies.get(origin)
 
             async def reserve(origin: str, shard: int, now: float) -> tuple[float, float]:

@@ -1,0 +1,59 @@
+"""The robots.txt of an origin only a rendered page's subrequest asks for (both backends): its
+fetch is claimed like any robots task (the origin's robots lease, its bucket's slot and
+clock), once however many runs ask, never while the origin is paused or backed off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from atlas_pipeline.coordination import CoordinationStore, OriginPolicy, RobotsTask, open_store
+
+CDN, T0, LEASE_S, GAP = "http://cdn.example.test", 1_000_000.0, 60.0, 2.0
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'coord.db'}"
+    return str(request.getfixturevalue("pg_schema_url"))
+
+
+def _open(url: str) -> CoordinationStore:
+    return open_store(url, OriginPolicy(GAP, 1), 100)
+
+
+def test_one_run_fetches_it_the_others_wait_and_then_know_it(store_url: str) -> None:
+    a, b = _open(store_url), _open(store_url)
+    try:
+        task = a.claim_robots(CDN, 3, T0, LEASE_S)
+        assert isinstance(task, RobotsTask) and task.origin == CDN
+        assert task.gap_s >= GAP and task.expires_at == T0 + LEASE_S
+        # another run asking meanwhile waits for the lease, then for the slot
+        assert b.claim_robots(CDN, 3, T0 + 0.1, LEASE_S) == T0 + LEASE_S
+        # a page request to it waits out the gap the robots fetch took
+        at, gap = b.reserve_slot(CDN, 3, T0 + 0.1)
+        assert at >= T0 + GAP and gap == task.gap_s
+        a.put_robots(task, "parsed", "User-agent: *\nDisallow: /x/\n", T0 + 0.5, 3600.0,
+                     backoff_until=0.0, good=True)  # fmt: skip
+        assert b.claim_robots(CDN, 3, T0 + 1.0, LEASE_S) == T0 + 1.0  # known: nothing to do
+        rec = b.robots(CDN)
+        assert rec is not None and rec.status == "parsed" and "/x/" in rec.text
+        assert a.origin_rows(3)[0]["origin"] == CDN  # an origin of its shard from now on
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_paused_or_backed_off_origin_is_not_asked(store_url: str) -> None:
+    store = _open(store_url)
+    try:
+        store.pause("origin", CDN, "owner asked", "ops", T0)
+        assert store.claim_robots(CDN, 0, T0 + 1, LEASE_S) == float("inf")
+        store.resume("origin", CDN, "owner agreed", "ops", T0 + 2)
+        store.push_origin_clocks([(CDN, 0.0, T0 + 30)])  # a Retry-After learnt elsewhere
+        assert store.claim_robots(CDN, 0, T0 + 3, LEASE_S) == T0 + 30
+        assert isinstance(store.claim_robots(CDN, 0, T0 + 30, LEASE_S), RobotsTask)
+    finally:
+        store.close()

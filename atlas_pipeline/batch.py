@@ -290,7 +290,8 @@ class FetchBatch:
         """What answers a rendered page's requests: this batch's session (its sends move the
         origins' clocks, `_on_sent`), egress gate, robots policies and the store's buckets."""
         return SubrequestGate(self.cfg, self.session, self.gate, self._robots_policy,
-                              self._reserve_slot, self._send_turn, self.clock, on_request)  # fmt: skip
+                              self._hold_slot, self._release_sub_slot, self._send_turn,
+                              self.clock, on_request)  # fmt: skip
 
     async def _send_turn(self, origin: str, gap_s: float, key: str,
                          deadline: float) -> Callable[[], None] | None:  # fmt: skip
@@ -369,8 +370,13 @@ class FetchBatch:
         return await self._durably(self.store.render_sample, origin, page_class, sample,
                                    self.render.rule, self.clock())  # fmt: skip
 
-    async def _reserve_slot(self, origin: str, shard: int, now: float) -> tuple[float, float]:
-        return await self._off(self.store.reserve_slot, origin, shard, now)
+    async def _hold_slot(self, origin: str, shard: int, now: float,
+                         hold_s: float) -> tuple[float, float, str | None]:  # fmt: skip
+        return await self._off(self.store.hold_slot, origin, shard, now, hold_s)
+
+    async def _release_sub_slot(self, slot_id: str) -> None:
+        with contextlib.suppress(StoreUnavailable):  # else it lapses at its own time
+            await self._off(self.store.release_sub_slots, [slot_id])
 
     async def _off(self, call: Callable[..., T], *args: Any) -> T:
         """A store call, on the store thread; the loop goes on while it runs."""

@@ -5,9 +5,10 @@ its method (GET and HEAD only), its URL (http(s), Atlas's normal form), the robo
 its own origin (an origin whose robots.txt Atlas does not know yet has it fetched first, as
 a claim's robots task would; when that cannot be done before the page's render ends, the
 request is refused, not guessed: `render_robots_unknown`), that origin's bucket in the coordination store (its gap, its
-in-flight cap, Retry-After backoffs and pauses, taken atomically by `reserve_slot`; the page's
-own lease gave its slot back when its document arrived, so a subrequest to the page's origin
-waits for a free slot like any request; the session's `on_sent`
+in-flight cap, Retry-After backoffs and pauses, taken atomically by `hold_slot`, whose slot is
+held until the answer is in and counts in every run's claims; the page's own lease gave its
+slot back when its document arrived, so a subrequest to the page's origin waits for a free
+slot like any request; the session's `on_sent`
 moves the clock again if the request leaves late, as for every claim), then the egress gate
 with pinned addresses and the byte and time caps of `fetcher.fetch`. Every request that
 left is reported as a `FetchRecord` of kind `subresource` (with its reason: `fetched`, or the
@@ -36,7 +37,10 @@ from .urls import normalize, origin_of, shard_of
 
 # (origin, deadline) -> its robots policy, learnt by then if Atlas has none; None: not in time
 RobotsLookup = Callable[[str, float], Awaitable[RobotsPolicy | None]]
-Reserve = Callable[[str, int, float], Awaitable[tuple[float, float]]]
+# (origin, shard, now, hold_s) -> (when, gap, the in-flight slot held if taken now), and its
+# release: the store's hold_slot and release_sub_slots
+Reserve = Callable[[str, int, float, float], Awaitable[tuple[float, float, str | None]]]
+Release = Callable[[str], Awaitable[None]]
 # The origin's send turn: (origin, gap, key, deadline) -> wait until this process may send to
 # it (no other request of the process about to leave, the gap since its last send kept) and
 # hold the turn until the request with trace context `lease_id == key` leaves (the session's
@@ -74,12 +78,14 @@ class SubrequestGate:
         gate: EgressGate,
         robots: RobotsLookup,
         reserve: Reserve,
+        release_slot: Release,
         turn: Turn,
         clock: Callable[[], float],
         on_request: Callable[[FetchRecord], None],
     ) -> None:
         self.cfg, self.session, self.gate, self.clock = cfg, session, gate, clock
         self._robots, self._reserve, self._turn = robots, reserve, turn
+        self._release_slot = release_slot
         self._on_request = on_request
         self._gaps: dict[str, float] = {}  # each origin's gap, as its reservations said
 
@@ -105,19 +111,25 @@ class SubrequestGate:
         shard = shard_of(origin, self.cfg.shards)
         key = f"sub-{uuid.uuid4().hex}"
         release: Callable[[], None] | None = None
+        slot: str | None = None
         try:
             # Taken in this order: the process's turn (so no two of its requests to the origin
-            # leave together after waiting on one connection), then the store's slot. The turn
-            # is held until the request leaves, and waits out the gap from the last send; a gap
-            # learnt only now from the store means one more turn with the right one.
+            # leave together after waiting on one connection), then the store's slot, held in
+            # flight for every run to count until the answer is in (or the page's time is up).
+            # The turn is held until the request leaves, and waits out the gap from the last
+            # send; a gap learnt only now from the store means one more turn with the right one.
             while True:
                 known = self._gaps.get(origin, 0.0)
                 release = await self._turn(origin, known, key, page.deadline)
                 if release is None:
                     return SubAnswer("render_origin_busy")
                 now = self.clock()
-                at, gap = await self._reserve(origin, shard, now)
+                hold = max(page.deadline - now, 1.0)
+                at, gap, slot = await self._reserve(origin, shard, now, hold)
                 self._gaps[origin] = gap
+                if at <= now and gap > known and slot is not None:
+                    await self._release_slot(slot)  # the turn again, with the gap it has
+                    slot = None
                 if at <= now and gap <= known:
                     break
                 release()
@@ -130,6 +142,8 @@ class SubrequestGate:
         finally:
             if release is not None:
                 release()
+            if slot is not None:
+                await asyncio.shield(self._release_slot(slot))
 
     async def _send(self, url: str, origin: str, policy: RobotsPolicy, page: PageContext,
                     ctx: SubSend) -> SubAnswer:  # fmt: skip

@@ -207,24 +207,45 @@ class OriginStore(StoreCore):
         return self.reserve_slot(origin, shard, now)[0]
 
     def reserve_slot(self, origin: str, shard: int, now: float) -> tuple[float, float]:
+        at, gap, _ = self.hold_slot(origin, shard, now, 0.0)
+        return at, gap
+
+    def hold_slot(self, origin: str, shard: int, now: float,
+                  hold_s: float) -> tuple[float, float, str | None]:  # fmt: skip
+        """`reserve_slot`, and with `hold_s` > 0 an in-flight slot held until
+        `release_sub_slots` or for `hold_s` at most: (when, gap, slot id if taken now)."""
         with self._tx() as c:
             self._ensure_origins(c, [Candidate(origin, origin, origin, shard, 0, 0.0)])
             o = c.execute(
                 f"""SELECT o.*, {self._in_flight_sql} AS in_flight,
-                     EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin""",
+                     EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin"""
+                + self._for_update,
                 {"origin": origin, "now": now},
             ).fetchone()
             gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])
             gap += self.default_policy.gap_guard_s if gap > 0 else 0.0
             if o["paused"]:
-                return float("inf"), gap
+                return float("inf"), gap, None
             ready = max(float(o["next_eligible_at"]), float(o["backoff_until"]))
             if ready > now:
-                return ready, gap
+                return ready, gap, None
             if not _has_capacity(o, now):
-                return now + _POLL_S, gap
+                return now + _POLL_S, gap, None
             self._push_clocks(c, [(origin, now + gap, 0.0)])
-            return now, gap
+            if hold_s <= 0:
+                return now, gap, None
+            slot_id = uuid.uuid4().hex
+            c.execute(
+                "INSERT INTO sub_slots (slot_id, origin, until) VALUES (:slot_id, :origin, :until)",
+                {"slot_id": slot_id, "origin": origin, "until": now + hold_s},
+            )
+            return now, gap, slot_id
+
+    def release_sub_slots(self, slot_ids: Sequence[str]) -> None:
+        if slot_ids:
+            with self._tx() as c:
+                c.executemany("DELETE FROM sub_slots WHERE slot_id = :slot_id",
+                              [{"slot_id": s} for s in slot_ids])  # fmt: skip
 
     def claim_robots(self, origin: str, shard: int, now: float,
                      lease_s: float) -> RobotsTask | float:  # fmt: skip
@@ -284,13 +305,18 @@ class OriginStore(StoreCore):
     @property
     def _in_flight_sql(self) -> str:
         """Requests in flight in origin `o`'s bucket (the origin, or all origins of its domain
-        or address, whose robots.txt fetches count too)."""
+        or address, whose robots.txt fetches count too), subrequests' held slots included."""
         if not self._shared_buckets:
-            return """(SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin
-                       AND s.slot_held = 1 AND s.lease_expires_at > :now)"""
+            return """((SELECT COUNT(*) FROM urls s WHERE s.origin = o.origin
+                        AND s.slot_held = 1 AND s.lease_expires_at > :now)
+                       + (SELECT COUNT(*) FROM sub_slots x WHERE x.origin = o.origin
+                          AND x.until > :now))"""
         return """((SELECT COUNT(*) FROM urls s WHERE s.slot_held = 1
                      AND s.lease_expires_at > :now AND s.origin IN (SELECT d.origin FROM origins d
                          WHERE d.bucket = o.bucket))
                    + (SELECT COUNT(*) FROM origins r WHERE r.bucket = o.bucket
                          AND r.origin <> o.origin
-                         AND r.robots_lease_until > :now))"""
+                         AND r.robots_lease_until > :now)
+                   + (SELECT COUNT(*) FROM sub_slots x WHERE x.until > :now
+                         AND x.origin IN (SELECT d.origin FROM origins d
+                         WHERE d.bucket = o.bucket)))"""

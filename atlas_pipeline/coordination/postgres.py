@@ -285,9 +285,12 @@ class PostgresStore(SqliteStore):
         if not ready or self._shared_buckets:  # under the shard lock the reading is current
             return ready
         cur = c.raw.execute(
-            """SELECT origin, COUNT(*) FROM urls WHERE origin = ANY(%s) AND slot_held = 1
-                 AND lease_expires_at > %s GROUP BY origin""",
-            ([o["origin"] for o in ready], now),
+            """SELECT origin, COUNT(*) FROM (
+                 SELECT origin FROM urls WHERE origin = ANY(%(o)s) AND slot_held = 1
+                   AND lease_expires_at > %(now)s
+                 UNION ALL SELECT origin FROM sub_slots WHERE origin = ANY(%(o)s)
+                   AND until > %(now)s) held GROUP BY origin""",
+            {"o": [o["origin"] for o in ready], "now": now},
         )
         held = {origin: int(n) for origin, n in cur.fetchall()}
         return [{**dict(zip(o.keys(), o, strict=True)), "in_flight": held.get(o["origin"], 0)}

@@ -338,6 +338,7 @@ class QueueStore(OriginStore):
                    WHERE state = 'leased' AND lease_expires_at <= :now""",
                 {"reason": Reason.LEASE_EXPIRED.value, "now": now},
             )
+            c.execute("DELETE FROM sub_slots WHERE until <= :now", {"now": now})
             return int(cur.rowcount)
 
     def acquire_batch(self, cycle: str, shard: int, holder: str, now: float) -> BatchLease:

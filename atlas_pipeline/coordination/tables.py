@@ -288,3 +288,14 @@ render_classes = sa.Table(
     sa.Column("decided_at", Real),
     sa.Column("updated_at", Real, nullable=False),
 )
+
+# In-flight slots of requests outside any URL lease (a rendered page's subrequests): counted
+# with the leases' slots against the origin's cap until released or `until` passes.
+sub_slots = sa.Table(
+    "sub_slots",
+    metadata,
+    sa.Column("slot_id", sa.Text, primary_key=True),
+    sa.Column("origin", sa.Text, nullable=False),
+    sa.Column("until", Real, nullable=False),
+    sa.Index("sub_slots_origin", "origin", "until"),
+)

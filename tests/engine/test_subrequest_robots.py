@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from atlas_pipeline.coordination import CoordinationStore, OriginPolicy, RobotsTask, open_store
+from atlas_pipeline.coordination import (
+    Candidate,
+    CoordinationStore,
+    Lease,
+    OriginPolicy,
+    RobotsTask,
+    open_store,
+)
 
 CDN, T0, LEASE_S, GAP = "http://cdn.example.test", 1_000_000.0, 60.0, 2.0
 
@@ -57,3 +64,35 @@ def test_a_paused_or_backed_off_origin_is_not_asked(store_url: str) -> None:
         assert isinstance(store.claim_robots(CDN, 0, T0 + 30, LEASE_S), RobotsTask)
     finally:
         store.close()
+
+
+def test_a_held_subrequest_slot_counts_against_the_cap_in_every_runs_claims(
+    store_url: str,
+) -> None:
+    """Gap 0, one request at a time: while a subrequest holds the origin's slot, no run claims
+    a URL of it; released (or lapsed and swept), the next claim takes it."""
+    a = open_store(store_url, OriginPolicy(0.0, 1), 100)
+    b = open_store(store_url, OriginPolicy(0.0, 1), 100)
+    page = CDN + "/page"
+    try:
+        a.discover([Candidate(page, page, CDN, 0, 0, 1.0)], "c1")
+        task = b.claim("c1", 0, T0, "AtlasBot", LEASE_S)
+        assert isinstance(task, RobotsTask)
+        b.put_robots(task, "parsed", "User-agent: *\nDisallow:\n", T0, 3600.0, backoff_until=0.0,
+                     good=True)  # fmt: skip
+        at, gap, slot = a.hold_slot(CDN, 0, T0 + 1, 5.0)
+        assert (at, gap) == (T0 + 1, 0.0) and slot is not None
+        assert not isinstance(b.claim("c1", 0, T0 + 1.1, "AtlasBot", LEASE_S), Lease)
+        assert a.hold_slot(CDN, 0, T0 + 1.2, 5.0)[2] is None  # nor another subrequest
+        a.release_sub_slots([slot])
+        lease = b.claim("c1", 0, T0 + 1.3, "AtlasBot", LEASE_S)
+        assert isinstance(lease, Lease) and lease.url == page
+        b.release_slots([(lease.url, lease.fence)])
+        # a slot whose holder died lapses at its time, and the sweep removes it
+        _, _, lost = a.hold_slot(CDN, 0, T0 + 2, 5.0)
+        assert lost is not None and a.hold_slot(CDN, 0, T0 + 6.9, 5.0)[2] is None
+        a.sweep(T0 + 7.1)
+        assert a.hold_slot(CDN, 0, T0 + 7.2, 5.0)[2] is not None
+    finally:
+        a.close()
+        b.close()

@@ -34,6 +34,8 @@ async def two_origins() -> AsyncIterator[tuple[int, list[tuple[str, str, float]]
 
     async def any_path(request: web.Request) -> web.Response:
         seen.append((request.host.split(":")[0], request.path, time.time()))
+        if request.path.startswith("/slow/"):
+            await asyncio.sleep(1.0)
         return web.json_response({"path": request.path})
 
     app = web.Application()
@@ -65,8 +67,12 @@ def test_subrequests_are_judged_paced_and_recorded_like_any_request(tmp_path: Pa
             async def robots(origin: str, _deadline: float) -> RobotsPolicy | None:
                 return policies.get(origin)
 
-            async def reserve(origin: str, shard: int, now: float) -> tuple[float, float]:
-                return await asyncio.to_thread(store.reserve_slot, origin, shard, now)
+            async def reserve(origin: str, shard: int, now: float,
+                              hold_s: float) -> tuple[float, float, str | None]:  # fmt: skip
+                return await asyncio.to_thread(store.hold_slot, origin, shard, now, hold_s)
+
+            async def release(slot: str) -> None:
+                await asyncio.to_thread(store.release_sub_slots, [slot])
 
             locks: dict[str, asyncio.Lock] = {}
             held: dict[str, asyncio.Lock] = {}
@@ -90,8 +96,8 @@ def test_subrequests_are_judged_paced_and_recorded_like_any_request(tmp_path: Pa
                     held.pop(ctx.lease_id).release()
 
             async with make_session(cfg, gate, on_sent) as session:
-                sub = SubrequestGate(cfg, session, gate, robots, reserve, turn, time.time,
-                                     records.append)  # fmt: skip
+                sub = SubrequestGate(cfg, session, gate, robots, reserve, release, turn,
+                                     time.time, records.append)  # fmt: skip
                 page = PageContext(f"{site}/page", time.time() + 10)
 
                 def ask(url: str, method: str = "GET", kind: str = "fetch") -> Any:
@@ -121,15 +127,30 @@ def test_subrequests_are_judged_paced_and_recorded_like_any_request(tmp_path: Pa
                                    "egress_refused", "egress_refused", "render_url_refused"]  # fmt: skip
                 store.pause("origin", cdn, "complaint", "ops", time.time())
                 assert (await ask(f"{cdn}/lib2.js")).reason == "origin_paused"
+                # in flight, a subrequest holds one of its origin's slots for every run: with
+                # the cap of 1 taken, another run's reservation waits (its clock allows it)
+                await asyncio.sleep(GAP)
+                slow = asyncio.create_task(ask(f"{site}/slow/e.json"))
+                while not any(p == "/slow/e.json" for _, p, _ in seen):
+                    await asyncio.sleep(0.02)
+                other = open_store(f"sqlite:///{tmp_path / 'c.db'}", OriginPolicy(GAP, 1), 100)
+                later = time.time() + GAP + 0.2  # past the clock its reservation moved
+                at, _, held_slot = other.hold_slot(site, 0, later, 5.0)
+                assert held_slot is None and at > later  # no free slot: only the cap says so
+                assert (await slow).reason == "fetched"
+                at, _, held_slot = other.hold_slot(site, 0, time.time() + GAP + 0.05, 5.0)
+                assert held_slot is not None  # given back with its answer
+                other.release_sub_slots([held_slot])
+                other.close()
             # the server saw exactly the requests that were answered, the gap held between them
             assert [(h, p) for h, p, _ in seen] == [(SITE, "/api/a.json"), (SITE, "/api/b.json"),
-                                                   (CDN, "/lib.js")]  # fmt: skip
+                                                   (CDN, "/lib.js"), (SITE, "/slow/e.json")]  # fmt: skip
             assert seen[1][2] - seen[0][2] >= GAP
             assert [(r.kind, r.origin, r.reason, r.status) for r in records] == [
                 ("subresource", site, "fetched", 200), ("subresource", site, "fetched", 200),
-                ("subresource", cdn, "fetched", 200)]  # fmt: skip
+                ("subresource", cdn, "fetched", 200), ("subresource", site, "fetched", 200)]  # fmt: skip
             assert {r.original_url for r in records} == {page.url}
-            assert [r.robots_version for r in records] == [1, 1, 2]
+            assert [r.robots_version for r in records] == [1, 1, 2, 1]
             store.close()
 
     asyncio.run(go())

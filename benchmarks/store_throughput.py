@@ -56,6 +56,7 @@ def worker(url: str, shard: int, deadline: float, links: int, batch: int,
     """A fetch batch's store traffic with zero-length fetches: claim up to `batch` URLs (giving
     back the previous round's slots in the same call), then commit them as one group."""
     from atlas_pipeline.coordination import Drained, Lease, Outcome, RobotsTask, UrlState
+    from atlas_pipeline.records import FetchRecord
 
     store = _store(url)
     pairs = 0
@@ -80,7 +81,8 @@ def worker(url: str, shard: int, deadline: float, links: int, batch: int,
                     for i in range(links)
                 ]
                 outcome = Outcome(UrlState.FETCHED, "fetched", now + 86400, status=200,
-                                  record={"fetch_id": uuid.uuid4().hex, "url": claim.url},
+                                  record=FetchRecord(fetch_id=uuid.uuid4().hex, kind="page",
+                                                     url=claim.url, origin=claim.origin),
                                   links=[({"href": c.url, "reason": None}, c) for c in new])  # fmt: skip
                 results.append((claim, outcome))
         pairs += sum(store.commit_batch(results, CYCLE, time.time()))

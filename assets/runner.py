@@ -42,10 +42,10 @@ def run_cycles(
     on_stop: Callable[[str], None] | None = None,
 ) -> list[ShardRun]:
     """Finish every partition an earlier crawl left unfinished (killed or failed between its
-    claim and its lake write), then add `cycles` new cycle partitions and run every shard of
-    each, in order. `parallel` caps this crawl's runs in flight at once (0: every shard).
-    When a `stop` limit is met the runs going are stopped like a Ctrl-C and no further cycle
-    starts (`on_stop` hears why)."""
+    claim and its lake write, or stopped before its claim), then add `cycles` new cycle
+    partitions and run every shard of each, in order. `parallel` caps this crawl's runs in
+    flight at once (0: every shard). When a `stop` limit is met the runs going are stopped
+    like a Ctrl-C and no further cycle starts (`on_stop` hears why)."""
     results: list[ShardRun] = []
     engine = Engine.from_config(cfg)
     try:

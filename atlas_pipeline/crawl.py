@@ -393,15 +393,20 @@ def unreached_seeds(engine: Engine) -> list[tuple[str, str]]:
 
 
 def unfinished_partitions(engine: Engine, cycles: Iterable[str]) -> list[tuple[str, int]]:
-    """(cycle, shard) of `cycles` whose fetch batch started but whose partition is not all in
-    the lake: a batch lease with no lake write at its fence (a run killed, or failed, between
-    its claim and its write), or committed records still waiting in the store. Re-running the
-    partition finishes it: its write takes the waiting records, nothing is fetched twice."""
+    """(cycle, shard) of `cycles` not all in the lake: a batch lease with no lake write at its
+    fence (a run killed, or failed, between its claim and its write), or committed records
+    still waiting in the store; or no batch lease at all while URLs wait queued for the
+    partition (its run stopped or cancelled before its fetch step took the lease, or never
+    submitted, after another shard's frontier had queued the cycle's seeds and links for it).
+    Re-running the partition finishes it: its write takes the waiting records, nothing is
+    fetched twice."""
     out = []
     for cycle in cycles:
         for shard in range(engine.cfg.shards):
             lease = engine.store.batch_lease(cycle, shard)
             if lease is None:
+                if engine.store.open_url_count(cycle, shard):
+                    out.append((cycle, shard))
                 continue
             written = engine.store.lake_write(cycle, shard)
             if (written is None or written < lease.fence

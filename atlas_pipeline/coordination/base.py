@@ -350,6 +350,8 @@ class CoordinationStore(Protocol):
 
     def fetch_record_count(self, cycle: str, shard: int) -> int: ...
 
+    def open_url_count(self, cycle: str, shard: int) -> int: ...
+
     def partition_written(
         self, cycle: str, shard: int, fence: int, fetch_ids: Collection[str], fetches: int,
         now: float,

@@ -61,6 +61,16 @@ class ReadStore(StoreCore):
         ).fetchone()
         return int(row[0])
 
+    def open_url_count(self, cycle: str, shard: int) -> int:
+        """URLs queued for partition (cycle, shard) and not done yet (eligible, waiting for a
+        retry or leased)."""
+        row = self._select(
+            """SELECT COUNT(*) FROM urls WHERE cycle = :cycle AND shard = :shard
+               AND state IN ('eligible', 'failed_retryable', 'leased')""",
+            {"cycle": cycle, "shard": shard},
+        ).fetchone()
+        return int(row[0])
+
     def lake_write(self, cycle: str, shard: int) -> int | None:
         """The batch fence at which partition (cycle, shard) was last recorded as written to
         the lake; None if it never was."""

@@ -486,3 +486,40 @@ def test_stop_conditions_end_the_crawl_and_the_next_crawl_finishes_what_it_left(
     pages = [e for e in sandbox.log.entries() if e["path"] != "/robots.txt"]
     repeated = len(pages) - len({(e["host"], e["path"]) for e in pages})
     assert repeated <= 4  # at most the requests in flight at each stop, re-asked
+
+
+def test_a_partition_no_batch_claimed_before_a_stop_is_finished_by_the_next_crawl(
+    sandbox: SandboxProcess, tmp_path: Path
+) -> None:
+    """With --parallel 1, a stop condition met during shard 0's run ends the crawl before any
+    other shard's run starts: no batch ever claimed their partitions, yet shard 0's frontier
+    queued their seeds for the cycle (as a run cancelled while it starts, under load, leaves
+    them). `--resume` finishes those partitions too, not only the one a batch claimed."""
+    from atlas_pipeline.urls import origin_of, shard_of
+    from atlas_sandbox import normalize_url
+
+    origins = {origin_of(normalize_url(u)) for u in sandbox.web.seed_urls()}
+    # shard 0 runs first and must hold an origin (15 pages at 1 request/s outlast the stop),
+    # another shard the others: which shard an origin hashes to follows the random port
+    shards = next(n for n in range(2, 9)
+                  if 0 in (some := {shard_of(o, n) for o in origins}) and len(some) > 1)  # fmt: skip
+    held = sorted({shard_of(o, shards) for o in origins})
+    cfg = write_config(tmp_path / "atlas.yaml", sandbox_config(sandbox, tmp_path, shards=shards,
+                       politeness={"min_gap_s": 1.0, "max_in_flight": 1}))  # fmt: skip
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+    # 8: past the robots.txt of shard 0's origins (at most 5) and its seeds, long before the
+    # at least 16 fetches of its origins
+    first = run_atlas("crawl", "--config", str(cfg), "--parallel", "1", "--max-pages", "8",
+                      env=env)  # fmt: skip
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
+    assert "stopped: --max-pages 8 reached" in first.stdout, first.stdout
+    assert "c0001 shard_000" in first.stdout and "c0001 shard_001" not in first.stdout
+
+    done = run_atlas("crawl", "--config", str(cfg), "--resume", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = ", ".join(f"c0001 shard_{s:03d}" for s in held)
+    assert (f"Finishing {len(held)} partition(s) an earlier crawl left unfinished first: "
+            f"{names}") in done.stdout, done.stdout  # fmt: skip
+    docs = pl.read_delta(str(tmp_path / "lake" / "crawl" / "documents"))
+    assert set(docs["url"]) == {normalize_url(u) for u in sandbox.web.crawlable(50)}
+    assert docs.height == docs["url"].n_unique()

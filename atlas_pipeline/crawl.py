@@ -377,7 +377,7 @@ def unreached_seeds(engine: Engine) -> list[tuple[str, str]]:
             continue
         row = engine.store.url_row(judged.url)
         if row is None:
-            out.append((seed, "never queued"))
+            out.append((seed, NEVER_QUEUED))
         elif row["state"] == "fetched" or 200 <= (row["last_status"] or 0) < 400:
             return []
         elif (robots := engine.store.robots(row["origin"])) is not None and robots.status in (
@@ -386,10 +386,16 @@ def unreached_seeds(engine: Engine) -> list[tuple[str, str]]:
         ):
             # RFC 9309: while robots.txt cannot be read, nothing of the origin is fetched
             out.append((seed, f"robots.txt {robots.status}, so nothing of its origin was fetched"))
+        elif row["state"] in ("eligible", "leased") and not row["attempts"]:
+            out.append((seed, UNTRIED))
         else:
             status = f"HTTP {row['last_status']}, " if row["last_status"] else ""
             out.append((seed, f"{status}{row['reason'] or row['state']}"))
     return out
+
+
+UNTRIED = "queued, not tried yet"
+NEVER_QUEUED = "never queued"
 
 
 def unfinished_partitions(engine: Engine, cycles: Iterable[str]) -> list[tuple[str, int]]:

@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from atlas_pipeline.config import CrawlConfig, load_config
@@ -18,9 +19,16 @@ from atlas_pipeline.stop import StopLimits
 from .common import _check_store, bar, show_progress
 
 
+@dataclass(frozen=True, slots=True)
+class Crawled:
+    ok: bool  # every run succeeded or was stopped
+    cycles: list[str]  # the cycles it ran
+    stopped: bool  # a stop condition ended it
+
+
 def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int,
-           stop: StopLimits | None = None) -> tuple[bool, list[str]]:  # fmt: skip
-    """Run the crawl; (whether every run succeeded or was stopped, the cycles it ran)."""
+           stop: StopLimits | None = None) -> Crawled:  # fmt: skip
+    """Run the crawl, through the Dagster instance."""
     import dagster as dg
 
     from ..runner import ensure_dagster_home, run_cycles
@@ -29,10 +37,11 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int,
     home = ensure_dagster_home(cfg)
     os.environ["ATLAS_CONFIG"] = config_path  # the code location and its runs load this config
     print(f"Dagster instance: {home}")
-    ok = True
+    ok, stopped = True, False
 
     def report(cycle: str, runs: list) -> None:  # type: ignore[type-arg]
-        nonlocal ok
+        nonlocal ok, stopped
+        stopped = stopped or any(run.stopped for run in runs)
         for run in runs:
             status = "ok" if run.success else f"FAILED: {run.error}"
             if run.stopped:
@@ -54,7 +63,7 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int,
         progress.stop()
         print(f"{cycles} new cycle(s) x {cfg.shards} shard(s), {len(runs)} run(s) in "
               f"{time.time() - started:.1f} s")  # fmt: skip
-    return ok, sorted({r.cycle for r in runs})
+    return Crawled(ok, sorted({r.cycle for r in runs}), stopped)
 
 
 class CycleProgress:
@@ -137,16 +146,17 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if config_path is None:
         raise AtlasError("atlas crawl needs --config FILE (or $ATLAS_CONFIG)")
     stop = StopLimits(args.max_pages, args.max_seconds, args.max_errors)
-    ok, ran = _crawl(cfg, config_path, 0 if args.resume else args.cycles, args.parallel, stop)
-    print_summary(cfg, ran)
-    if not ok:
+    crawled = _crawl(cfg, config_path, 0 if args.resume else args.cycles, args.parallel, stop)
+    print_summary(cfg, crawled.cycles)
+    if not crawled.ok:
         return 1
-    return _seeds_reached(cfg)
+    return _seeds_reached(cfg, crawled.stopped)
 
 
-def _seeds_reached(cfg: CrawlConfig) -> int:
-    """1, with one line saying why, when the runs succeeded but no seed was ever fetched."""
-    from atlas_pipeline.crawl import Engine, unreached_seeds
+def _seeds_reached(cfg: CrawlConfig, stopped: bool = False) -> int:
+    """1, with one line saying why, when the runs succeeded but no seed was ever fetched; 0
+    when a stop condition came first and no seed was tried yet (queued, or not even that)."""
+    from atlas_pipeline.crawl import NEVER_QUEUED, UNTRIED, Engine, unreached_seeds
 
     engine = Engine.from_config(cfg)
     try:
@@ -154,6 +164,9 @@ def _seeds_reached(cfg: CrawlConfig) -> int:
     finally:
         engine.close()
     if not unreached:
+        return 0
+    if stopped and all(why in (UNTRIED, NEVER_QUEUED) for _, why in unreached):
+        print("No seed was fetched before the stop; `atlas crawl --resume` goes on from here.")
         return 0
     shown = "; ".join(f"{seed} ({why})" for seed, why in unreached[:5])
     more = f"; and {len(unreached) - 5} more" if len(unreached) > 5 else ""

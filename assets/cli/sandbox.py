@@ -154,7 +154,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(
             f"Sandbox web: {len(web.hosts)} origins on 127.0.0.1:{server.port}; crawl config {config_path}"
         )
-        ok, ran = _crawl(cfg, str(config_path), args.cycles, 0)
+        crawled = _crawl(cfg, str(config_path), args.cycles, 0)
+    ok, ran = crawled.ok, crawled.cycles
     print_summary(cfg, ran)
     ok = _demo_rest(cfg, ran) and ok
     print(f"\nSandbox request log: {data_dir / 'sandbox-requests.jsonl'}")

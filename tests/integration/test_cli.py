@@ -225,6 +225,22 @@ def test_a_crawl_that_reaches_no_seed_exits_non_zero_saying_why(tmp_path: Path) 
     assert "ok" in res.stdout  # every run itself succeeded
 
 
+def test_a_crawl_stopped_before_any_seed_was_tried_exits_0_saying_so(
+    sandbox: SandboxProcess, tmp_path: Path
+) -> None:
+    """A 30 s gap: each origin's robots.txt goes first and its seed no sooner than 30 s later,
+    so a stop after 3 s leaves every seed queued, untried. That is the stop's doing, not a
+    seed that could not be fetched: exit 0, and a line saying how to go on."""
+    cfg = write_config(tmp_path / "atlas.yaml", sandbox_config(sandbox, tmp_path,
+                       politeness={"min_gap_s": 30.0, "max_in_flight": 1}))  # fmt: skip
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+    res = run_atlas("crawl", "--config", str(cfg), "--max-seconds", "3", env=env)
+    assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-2000:])
+    assert "stopped: --max-seconds 3 reached" in res.stdout
+    assert "No seed was fetched before the stop; `atlas crawl --resume` goes on" in res.stdout
+    assert "no seed could be fetched" not in res.stderr
+
+
 def test_a_partition_a_crash_left_unwritten_is_finished_by_the_next_crawl(
     sandbox: SandboxProcess, tmp_path: Path
 ) -> None:

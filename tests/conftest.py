@@ -369,6 +369,14 @@ def pg_schema_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A coordination URL, once on SQLite and once on PostgreSQL (a private schema)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'coord.db'}"
+    return str(request.getfixturevalue("pg_schema_url"))
+
+
 # S3 on loopback ---------------------------------------------------------------------------
 @contextmanager
 def running_s3() -> Iterator[int]:

@@ -215,22 +215,10 @@ class OriginStore(StoreCore):
         """`reserve_slot`, and with `hold_s` > 0 an in-flight slot held until
         `release_sub_slots` or for `hold_s` at most: (when, gap, slot id if taken now)."""
         with self._tx() as c:
-            self._ensure_origins(c, [Candidate(origin, origin, origin, shard, 0, 0.0)])
-            o = c.execute(
-                f"""SELECT o.*, {self._in_flight_sql} AS in_flight,
-                     EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin"""
-                + self._for_update,
-                {"origin": origin, "now": now},
-            ).fetchone()
-            gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])
-            gap += self.default_policy.gap_guard_s if gap > 0 else 0.0
-            if o["paused"]:
-                return float("inf"), gap, None
-            ready = max(float(o["next_eligible_at"]), float(o["backoff_until"]))
-            if ready > now:
-                return ready, gap, None
-            if not _has_capacity(o, now):
-                return now + _POLL_S, gap, None
+            o, gap = self._origin_locked(c, origin, shard, now)
+            wait = _wait_for(o, now)
+            if wait is not None:
+                return wait, gap, None
             self._push_clocks(c, [(origin, now + gap, 0.0)])
             if hold_s <= 0:
                 return now, gap, None
@@ -254,26 +242,14 @@ class OriginStore(StoreCore):
         and clock, and the origin's robots lease. Else when to ask again (inf: paused; now:
         the policy is known already)."""
         with self._tx() as c:
-            self._ensure_origins(c, [Candidate(origin, origin, origin, shard, 0, 0.0)])
-            o = c.execute(
-                f"""SELECT o.*, {self._in_flight_sql} AS in_flight,
-                     EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin"""
-                + self._for_update,
-                {"origin": origin, "now": now},
-            ).fetchone()
+            o, gap = self._origin_locked(c, origin, shard, now)
             if o["robots_expires_at"] > now:
                 return now
-            if o["paused"]:
-                return float("inf")
-            if o["robots_lease_until"] > now:
+            if o["robots_lease_until"] > now and not o["paused"]:
                 return float(o["robots_lease_until"])  # another worker is fetching it
-            ready = max(float(o["next_eligible_at"]), float(o["backoff_until"]))
-            if ready > now:
-                return ready
-            if not _has_capacity(o, now):
-                return now + _POLL_S
-            gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])
-            gap += self.default_policy.gap_guard_s if gap > 0 else 0.0
+            wait = _wait_for(o, now)
+            if wait is not None:
+                return wait
             task = RobotsTask(origin, uuid.uuid4().hex, now + lease_s, now, gap)
             c.execute(
                 """UPDATE origins SET robots_lease_id = :lease_id, robots_lease_until = :until
@@ -282,6 +258,19 @@ class OriginStore(StoreCore):
             )
             self._push_clocks(c, [(origin, now + gap, 0.0)])
             return task
+
+    def _origin_locked(self, c: Conn, origin: str, shard: int, now: float) -> tuple[Any, float]:
+        """A request outside any claim: the origin's row (admitted if new), locked, with its
+        in-flight count and pause, and the gap it applies."""
+        self._ensure_origins(c, [Candidate(origin, origin, origin, shard, 0, 0.0)])
+        o = c.execute(
+            f"""SELECT o.*, {self._in_flight_sql} AS in_flight,
+                 EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin"""
+            + self._for_update,
+            {"origin": origin, "now": now},
+        ).fetchone()
+        gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])
+        return o, gap + (self.default_policy.gap_guard_s if gap > 0 else 0.0)
 
     def _push_clocks(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
         where = "origin = :origin"
@@ -320,3 +309,14 @@ class OriginStore(StoreCore):
                    + (SELECT COUNT(*) FROM sub_slots x WHERE x.until > :now
                          AND x.origin IN (SELECT d.origin FROM origins d
                          WHERE d.bucket = o.bucket)))"""
+
+
+def _wait_for(o: Any, now: float) -> float | None:
+    """None when a request to the origin may start now, else when to ask again: inf while
+    it is paused, its clock or backoff, or a moment while its slots are all taken."""
+    if o["paused"]:
+        return float("inf")
+    ready = max(float(o["next_eligible_at"]), float(o["backoff_until"]))
+    if ready > now:
+        return ready
+    return None if _has_capacity(o, now) else now + _POLL_S

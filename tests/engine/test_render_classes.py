@@ -4,8 +4,6 @@ that made it, is measured afresh once due, and leaves with its origin on an opt-
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from atlas_pipeline.coordination import (
@@ -21,13 +19,6 @@ from atlas_pipeline.urls import origin_of
 CYCLE, SHARD, T0 = "c0001", 0, 1_000_000.0
 SITE = "http://shell.example.test"
 RULE = RenderRule(sample_pages=3, min_share=0.5, min_words=50, resample_after_s=600.0)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'coord.db'}"
-    return str(request.getfixturevalue("pg_schema_url"))
 
 
 def _open(url: str) -> CoordinationStore:

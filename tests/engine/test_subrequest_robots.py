@@ -4,10 +4,6 @@ clock), once however many runs ask, never while the origin is paused or backed o
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from atlas_pipeline.coordination import (
     Candidate,
     CoordinationStore,
@@ -18,13 +14,6 @@ from atlas_pipeline.coordination import (
 )
 
 CDN, T0, LEASE_S, GAP = "http://cdn.example.test", 1_000_000.0, 60.0, 2.0
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'coord.db'}"
-    return str(request.getfixturevalue("pg_schema_url"))
 
 
 def _open(url: str) -> CoordinationStore:

@@ -363,13 +363,6 @@ CYCLE, SHARD, T0 = "c0001", 0, 1_000_000.0
 SITE = "http://cat.example.test"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'coord.db'}"
-    return str(request.getfixturevalue("pg_schema_url"))
-
-
 def _cand(path: str) -> Candidate:
     return Candidate(SITE + path, SITE + path, origin_of(SITE + path), SHARD, 1, 0.5)
 

@@ -282,7 +282,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
 
     @dg.asset(
         key=CRAWL_REPORT,
-        deps=[FETCHES, LINKS, ORIGINS, RECRAWL_SCHEDULE],
+        deps=[FETCHES, LINKS, ORIGINS, RENDER_CLASSES, RECRAWL_SCHEDULE],
         partitions_def=partitions,
         group_name="crawl",
         kinds={"html"},

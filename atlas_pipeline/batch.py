@@ -213,7 +213,7 @@ class FetchBatch:
         self._send_locks: dict[str, asyncio.Lock] = {}
         self._holding: dict[str, asyncio.Lock] = {}  # lease id -> the send lock it holds
         # robots.txt fetches for the origins of rendered pages' subrequests, by origin
-        self._learning: dict[str, asyncio.Future[RobotsPolicy | None]] = {}
+        self._learning: dict[str, asyncio.Future[bool]] = {}
         self._hops: list[_Hop] = []  # robots redirect hops waiting for another origin's slot
         self._stop_at = float("inf")  # after an interrupt: when requests in flight are dropped
         limit = self.cfg.limits.batch_max_s
@@ -277,6 +277,9 @@ class FetchBatch:
                 try:
                     yield
                 finally:
+                    for learning in list(self._learning.values()):
+                        learning.cancel()  # no page waits for them now
+                    await asyncio.gather(*self._learning.values(), return_exceptions=True)
                     if self.render is not None:
                         self.stats.render = self.render.summary()
                         await self.render.close()
@@ -316,53 +319,64 @@ class FetchBatch:
         """The robots policy in force for `origin`: this batch's, else the store's while it is
         fresh, else learnt now (`_learn_robots`) if that fits before `deadline`; None when
         Atlas has none in time (a subrequest there is refused, not guessed)."""
-        policy = self._policies.get(origin)
-        if policy is not None:
-            return policy
-        rec = await self._durably(self.store.robots, origin)
-        if rec is None or rec.expires_at <= self.clock():
+        while (policy := self._policies.get(origin)) is None:
+            rec = await self._durably(self.store.robots, origin)
+            if rec is not None and rec.expires_at > self.clock():
+                # kept for the batch, as a robots fetch's own policy is: a page's every script
+                # and XHR to that origin asks again
+                policy = RobotsPolicy(origin, rec.version, RobotsStatus(rec.status), rec.text)
+                self._policies[origin] = policy
+                return policy
             learning = self._learning.get(origin)
             if learning is None:  # one fetch per origin, however many subrequests wait on it
                 learning = asyncio.ensure_future(self._learn_robots(origin, deadline))
                 self._learning[origin] = learning
                 learning.add_done_callback(lambda _: self._learning.pop(origin, None))
-            return await asyncio.shield(learning)
-        # kept for the batch, as a robots fetch's own policy is: a page's every script and
-        # XHR to that origin asks again
-        policy = RobotsPolicy(origin, rec.version, RobotsStatus(rec.status), rec.text)
-        self._policies[origin] = policy
+            if not await asyncio.shield(learning) and self.clock() >= deadline:
+                return None
+            # learnt (in _policies now), or not in the time of the page that started it while
+            # this one has longer: round again
         return policy
 
-    async def _learn_robots(self, origin: str, deadline: float) -> RobotsPolicy | None:
+    async def _learn_robots(self, origin: str, deadline: float) -> bool:
         """Fetch the robots.txt of an origin a rendered page asks for (a script or an XHR on
         another origin) as a claim's robots task: the process's send turn, then the store's
         robots lease with its bucket's slot. Its sitemaps are not followed: the origin is
-        not in the crawl for having served a page a script."""
+        not in the crawl for having served a page a script. True once the batch holds the
+        policy (fetched here, or by another run meanwhile); False when not by `deadline`."""
         shard = shard_of(origin, self.cfg.shards)
         key = f"robots-{uuid.uuid4().hex}"
-        while True:
+        while self.clock() < deadline:
             release = await self._send_turn(origin, self.cfg.politeness.min_gap_s, key, deadline)
             if release is None:
-                return None
-            now = self.clock()
-            got = await self._durably(self.store.claim_robots, origin, shard, now,
-                                      self.cfg.lease_s)  # fmt: skip
-            if isinstance(got, RobotsTask):
-                self._holding[got.lease_id] = self._holding.pop(key)  # released when it leaves
-                self._net_active += 1
-                try:
-                    await self._fetch_robots(got, discover=False)
-                finally:
-                    self._release_send(got.lease_id)
-                return self._policies.get(origin)
-            release()
-            if got == now:  # another run learnt it meanwhile
+                return False
+            handed = False
+            try:
+                now = self.clock()
+                got = await self._durably(self.store.claim_robots, origin, shard, now,
+                                          self.cfg.lease_s)  # fmt: skip
+                if isinstance(got, RobotsTask):
+                    self._holding[got.lease_id] = self._holding.pop(key)  # freed when it leaves
+                    handed = True
+                    self._net_active += 1
+                    try:
+                        await self._fetch_robots(got, discover=False)
+                    finally:
+                        self._release_send(got.lease_id)
+                    return origin in self._policies
+            finally:
+                if not handed:
+                    release()
+            if got == now:  # known already: another run learnt it meanwhile
                 rec = await self._durably(self.store.robots, origin)
                 if rec is not None:
-                    return RobotsPolicy(origin, rec.version, RobotsStatus(rec.status), rec.text)
-            if got > deadline:
-                return None
-            await asyncio.sleep(max(got - now, 0.01))
+                    self._policies[origin] = RobotsPolicy(origin, rec.version,
+                                                          RobotsStatus(rec.status), rec.text)  # fmt: skip
+                    return True
+            # paused, backed off, its slot taken, or another run fetching it (its lease can
+            # outlast the page though the fetch takes a moment): look again soon
+            await asyncio.sleep(min(max(got - now, 0.01), d.ROBOTS_POLL_S))
+        return False
 
     async def _render_sample(self, origin: str, page_class: str,
                              sample: Sample | None) -> RenderDecision:  # fmt: skip

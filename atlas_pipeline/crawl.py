@@ -22,6 +22,7 @@ from .coordination import BatchLease, CoordinationStore, OriginPolicy, TrapCaps,
 from .errors import BatchInterrupted
 from .extractor_pool import ExtractorPool, ParserFailure, shared_pool
 from .lake import Lake, Written
+from .reasons import Reason
 from .robots import RobotsStatus
 from .scope import ScopeGuard
 from .urls import BadUrl, normalize, shard_key
@@ -386,15 +387,17 @@ def unreached_seeds(engine: Engine) -> list[tuple[str, str]]:
         ):
             # RFC 9309: while robots.txt cannot be read, nothing of the origin is fetched
             out.append((seed, f"robots.txt {robots.status}, so nothing of its origin was fetched"))
-        elif row["state"] in ("eligible", "leased") and not row["attempts"]:
-            out.append((seed, UNTRIED))
+        elif row["state"] in ("eligible", "failed_retryable") and (
+            not row["attempts"] or row["reason"] == Reason.INTERRUPTED.value
+        ):
+            out.append((seed, UNTRIED))  # never tried, or its try cut short by an interrupt
         else:
             status = f"HTTP {row['last_status']}, " if row["last_status"] else ""
             out.append((seed, f"{status}{row['reason'] or row['state']}"))
     return out
 
 
-UNTRIED = "queued, not tried yet"
+UNTRIED = "queued, not fetched yet"
 NEVER_QUEUED = "never queued"
 
 

@@ -12,6 +12,7 @@ MAX_IN_FLIGHT = 1  # concurrent requests to one origin
 GLOBAL_CONCURRENCY = 64  # concurrent requests of one fetch batch, all origins together
 GAP_GUARD_S = 0.01  # seconds added to a non-zero gap for claim-to-wire latency
 START_SLACK_S = 0.005  # a request leaving later than this after its claim pushes the clock
+ROBOTS_POLL_S = 0.5  # a subrequest waiting on another run's robots.txt fetch looks this often
 SEND_MARGIN_S = 1.0  # a request waiting at the send gate leaves at least this before its lease ends
 # (below GAP_GUARD_S, so a request late by less is still covered by the guard)
 CRAWL_DELAY_CAP_S = 30.0  # a robots Crawl-delay above this is capped

@@ -21,6 +21,7 @@ their renderers back, and the lane goes on with the next page.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from typing import Any
 
 from .browser import chromium_path, launch_options
 from .browser_memory import group_pss
+
+log = logging.getLogger(__name__)
 
 # what a page may load without a request leaving for it: nothing carries article text, and a
 # stylesheet would hold back every script after it while it waits for its origin's slot
@@ -144,17 +147,29 @@ class RenderLane:
         return self
 
     async def _watch_memory(self) -> None:
-        """Close every page rendering when the browser's processes hold more than the cap."""
+        """Close the pages rendering when the browser's processes hold more than the cap.
+        Only pages that were open at the reading over the cap are closed, and none again
+        until a reading under it (a renderer gives its memory back over a moment)."""
+        cooling = False
         while True:
-            held = await asyncio.to_thread(group_pss)  # /proc reads: off the loop
+            await asyncio.sleep(self.limits.memory_check_s)
+            if not self._contexts:
+                continue  # idle: nothing to close, no /proc scan
+            try:
+                held = await asyncio.to_thread(group_pss)  # /proc reads: off the loop
+            except Exception as exc:  # a reading failed; the next one may not
+                log.warning("render lane: browser memory unreadable: %s", exc)
+                continue
             if held is None:
                 return  # not Linux: nothing to measure by
             self.stats.peak_browser_bytes = max(self.stats.peak_browser_bytes, held)
-            if held > self.limits.max_browser_bytes and self._contexts:
+            if held <= self.limits.max_browser_bytes:
+                cooling = False
+            elif not cooling:
+                cooling = True
                 victims = list(self._contexts)
                 self._over_cap.update(victims)
                 await asyncio.gather(*(c.close() for c in victims), return_exceptions=True)
-            await asyncio.sleep(self.limits.memory_check_s)
 
     async def __aexit__(self, *exc: object) -> None:
         if self._watch is not None:

@@ -88,6 +88,7 @@ class SubrequestGate:
         self._release_slot = release_slot
         self._on_request = on_request
         self._gaps: dict[str, float] = {}  # each origin's gap, as its reservations said
+        self._giving_back: set[asyncio.Future[None]] = set()  # slots of abandoned reservations
 
     async def answer(self, req: SubRequest, page: PageContext) -> SubAnswer:
         if req.method not in ("GET", "HEAD"):
@@ -124,8 +125,10 @@ class SubrequestGate:
                 if release is None:
                     return SubAnswer("render_origin_busy")
                 now = self.clock()
-                hold = max(page.deadline - now, 1.0)
-                at, gap, slot = await self._reserve(origin, shard, now, hold)
+                # held for as long as the request may still run once it leaves; released as
+                # soon as its answer is in
+                hold = max(page.deadline - now, 0.0) + self.cfg.limits.total_timeout_s
+                at, gap, slot = await self._reserved(origin, shard, now, hold)
                 self._gaps[origin] = gap
                 if at <= now and gap > known and slot is not None:
                     await self._release_slot(slot)  # the turn again, with the gap it has
@@ -144,6 +147,23 @@ class SubrequestGate:
                 release()
             if slot is not None:
                 await asyncio.shield(self._release_slot(slot))
+
+    async def _reserved(self, origin: str, shard: int, now: float,
+                        hold_s: float) -> tuple[float, float, str | None]:  # fmt: skip
+        """The store's reservation, which a page's end cannot leave half done: a slot taken
+        by a reservation the page stopped waiting for is given back when it arrives."""
+        call = asyncio.ensure_future(self._reserve(origin, shard, now, hold_s))
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            call.add_done_callback(self._give_back)
+            raise
+
+    def _give_back(self, call: asyncio.Future[tuple[float, float, str | None]]) -> None:
+        if not call.cancelled() and call.exception() is None and (slot := call.result()[2]):
+            task = asyncio.ensure_future(self._release_slot(slot))
+            self._giving_back.add(task)
+            task.add_done_callback(self._giving_back.discard)
 
     async def _send(self, url: str, origin: str, policy: RobotsPolicy, page: PageContext,
                     ctx: SubSend) -> SubAnswer:  # fmt: skip

@@ -40,14 +40,18 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int,
     ok, stopped = True, False
 
     def report(cycle: str, runs: list) -> None:  # type: ignore[type-arg]
-        nonlocal ok, stopped
-        stopped = stopped or any(run.stopped for run in runs)
+        nonlocal ok
         for run in runs:
             status = "ok" if run.success else f"FAILED: {run.error}"
             if run.stopped:
                 status = "stopped (a stop condition): its partition is finished by the next crawl"
             ok = ok and (run.success or run.stopped)
             print(f"  {cycle} shard_{run.shard:03d}  run {run.run_id[:8]}  {status}")
+
+    def on_stop(why: str) -> None:
+        nonlocal stopped
+        stopped = True  # whether or not the runs it stopped ended as a success
+        print(f"stopped: {why}")
 
     def unfinished(pending: list[tuple[str, int]]) -> None:
         if pending:
@@ -59,7 +63,7 @@ def _crawl(cfg: CrawlConfig, config_path: str, cycles: int, parallel: int,
         started = time.time()
         runs = run_cycles(cfg, home, cycles, instance, parallel, on_cycle=report,
                           on_start=progress.start, on_unfinished=unfinished, stop=stop,
-                          on_stop=lambda why: print(f"stopped: {why}"))  # fmt: skip
+                          on_stop=on_stop)  # fmt: skip
         progress.stop()
         print(f"{cycles} new cycle(s) x {cfg.shards} shard(s), {len(runs)} run(s) in "
               f"{time.time() - started:.1f} s")  # fmt: skip

@@ -261,12 +261,18 @@ class OriginStore(StoreCore):
 
     def _origin_locked(self, c: Conn, origin: str, shard: int, now: float) -> tuple[Any, float]:
         """A request outside any claim: the origin's row (admitted if new), locked, with its
-        in-flight count and pause, and the gap it applies."""
+        in-flight count and pause, and the gap it applies. The lock comes first and the count
+        in a statement of its own: on PostgreSQL a read that waited for the lock sees the
+        row as it is now but the rest (leases, slots) as they were before the wait. Where a
+        bucket spans origins, a claim of the shard holds the shard lock, and so does this."""
         self._ensure_origins(c, [Candidate(origin, origin, origin, shard, 0, 0.0)])
+        if self._shared_buckets:
+            self._lock_shard(c, shard)
+        c.execute("SELECT 1 FROM origins WHERE origin = :origin" + self._for_update,
+                  {"origin": origin})  # fmt: skip
         o = c.execute(
             f"""SELECT o.*, {self._in_flight_sql} AS in_flight,
-                 EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin"""
-            + self._for_update,
+                 EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin""",
             {"origin": origin, "now": now},
         ).fetchone()
         gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])

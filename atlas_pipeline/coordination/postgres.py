@@ -148,6 +148,13 @@ class PostgresStore(SqliteStore):
     def commit_batch(self, *args: Any, **kwargs: Any) -> Any:
         return _again(super().commit_batch, *args, **kwargs)
 
+    # a request outside any claim moves its bucket's clocks like a claim: the same clashes
+    def hold_slot(self, *args: Any, **kwargs: Any) -> Any:
+        return _again(super().hold_slot, *args, **kwargs)
+
+    def claim_robots(self, *args: Any, **kwargs: Any) -> Any:
+        return _again(super().claim_robots, *args, **kwargs)
+
     def __init__(
         self,
         url: str,

@@ -25,6 +25,10 @@ class RenderClassStore(StoreCore):
         """The class's decision once `sample` is counted (None: as it stands, a due
         re-sampling started), stored."""
         key = {"origin": origin, "page_class": page_class}
+        if sample is None:  # a look, most often at a row this would not change: no write lock
+            known = self.render_class(origin, page_class)
+            if known is not None and advance(known, None, rule, now) == known:
+                return known
         with self._tx() as c:
             c.execute(
                 """INSERT INTO render_classes (origin, page_class, state, samples, raw_words,

@@ -43,6 +43,9 @@ def test_definitions_load_with_crawl_assets_checks_and_job(config_env: Path) -> 
     assert graph.get(dg.AssetKey(["crawl", "index_ready"])).parent_keys == {
         dg.AssetKey(["crawl", "documents"])
     }
+    # the report shows the render lane's decisions: it runs after they are written
+    assert dg.AssetKey(["crawl", "render_classes"]) in graph.get(
+        dg.AssetKey(["crawl", "report"])).parent_keys  # fmt: skip
     checks = {c.name for c in d.resolve_asset_graph().asset_check_keys}
     assert {"politeness_audit", "robots_respected", "documents_have_text"} <= checks
     # the WARC export is defined, downstream of the fetches, and never part of a crawl

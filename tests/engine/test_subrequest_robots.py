@@ -81,6 +81,8 @@ def test_a_held_subrequest_slot_counts_against_the_cap_in_every_runs_claims(
         _, _, lost = a.hold_slot(CDN, 0, T0 + 2, 5.0)
         assert lost is not None and a.hold_slot(CDN, 0, T0 + 6.9, 5.0)[2] is None
         a.sweep(T0 + 7.1)
+        with a._tx() as c:  # the lapsed slot's row is gone, not merely ignored
+            assert c.execute("SELECT COUNT(*) FROM sub_slots").fetchone()[0] == 0
         assert a.hold_slot(CDN, 0, T0 + 7.2, 5.0)[2] is not None
     finally:
         a.close()

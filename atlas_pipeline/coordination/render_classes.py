@@ -57,12 +57,7 @@ class RenderClassStore(StoreCore):
                WHERE o.shard = :shard ORDER BY r.origin, r.page_class""",
             {"shard": shard},
         )
-        out = []
-        for r in rows:
-            row = dict(r)
-            raw, rendered = int(row["raw_words"]), int(row["rendered_words"])
-            out.append({**row, "share": raw / rendered if rendered else None})
-        return out
+        return [{**dict(r), "share": _decision(r).share} for r in rows]
 
 
 def _decision(row: Any) -> RenderDecision:

@@ -60,6 +60,7 @@ from .outcomes import Outcomes, redacted
 from .politeness import origin_gap, parse_retry_after, send_delay
 from .reasons import Reason
 from .records import FetchRecord
+from .regions.keeper import OwnershipKeeper, refresh_quietly
 from .render_fetch import SubrequestGate, SubSend
 from .render_policy import RenderDecision, Sample
 from .render_step import RenderStep
@@ -102,6 +103,8 @@ class BatchStats:
     outcomes: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)  # per request: "200", or "none"
     render: dict[str, Any] = field(default_factory=dict)  # the render lane's figures
+    not_owned: int = 0  # regions: requests held back because the ownership lease had ended
+    ownership: dict[str, int] = field(default_factory=dict)  # regions: the keeper's counts
 
     @property
     def errors(self) -> int:
@@ -219,6 +222,9 @@ class FetchBatch:
         limit = self.cfg.limits.batch_max_s
         self._deadline = self.clock() + limit if limit > 0 else float("inf")
         self._abandoned: list[Lease] = []  # leases whose tasks an interrupt cancelled
+        # regions: the leases this region holds, renewed off the loop, checked at each send
+        self.owners = (OwnershipKeeper(cfg, store, cycle, shard, clock)
+                       if cfg.regions.name else None)  # fmt: skip
         self._spooled: set[str] = set()  # lease ids whose outcome is in the spool
 
     def interrupt(self) -> None:
@@ -265,8 +271,12 @@ class FetchBatch:
         self._io = ThreadPoolExecutor(
             d.BODY_THREADS, thread_name_prefix=f"atlas-bodies-{self.shard}"
         )
+        keeping: asyncio.Task[None] | None = None
         try:
             self.outcomes.overrides = await self._durably(self.store.policy_overrides)
+            if self.owners is not None:
+                await self._keep_owners(once=True)  # the first claim needs leases to look at
+                keeping = asyncio.create_task(self._keep_owners())
             async with make_session(self.cfg, self.gate, self._on_sent) as session:
                 self.session = session
                 if self.cfg.render.enabled:
@@ -284,10 +294,38 @@ class FetchBatch:
                         self.stats.render = self.render.summary()
                         await self.render.close()
         finally:
+            if keeping is not None:
+                keeping.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await keeping
+            if self.owners is not None:
+                await self._blob(self.owners.release_done)
+                self.stats.ownership = dict(vars(self.owners.stats))
+                await self._blob(self.owners.close)
             with contextlib.suppress(Exception):
                 await self._off(self.store.close)  # the store thread's own connection
             self._db.shutdown(wait=True)
             self._io.shutdown(wait=True)
+
+    async def _keep_owners(self, once: bool = False) -> None:
+        """Regions: renew and ask for leases every `regions.renew_every_s`, on the body
+        threads (a network call and a store write; never on the loop)."""
+        assert self.owners is not None
+        while True:
+            await self._blob(refresh_quietly, self.owners)
+            self._wake.set()  # an origin just granted may be claimed at once
+            if once:
+                return
+            await asyncio.sleep(self.cfg.regions.renew_every_s)
+
+    def _not_owned(self, origin: str, token: int | None) -> str | None:
+        """Regions: why a request to `origin` may not leave now (the egress check)."""
+        if self.owners is None:
+            return None
+        refusal = self.owners.refusal(origin, token, self.clock())
+        if refusal is not None:
+            self.stats.not_owned += 1
+        return refusal
 
     def _subrequest_gate(self, on_request: Callable[[FetchRecord], None]) -> SubrequestGate:
         """What answers a rendered page's requests: this batch's session (its sends move the
@@ -313,6 +351,9 @@ class FetchBatch:
                 self._release_send(key)
                 return None
             await asyncio.sleep(wait)
+        if self._not_owned(origin, None) is not None:
+            self._release_send(key)
+            return None
         return lambda: self._release_send(key)
 
     async def _robots_policy(self, origin: str, deadline: float) -> RobotsPolicy | None:
@@ -721,8 +762,11 @@ class FetchBatch:
 
     async def _fetch_and_commit(self, lease: Lease) -> None:
         resp: Response | None = None
+        refusal: str | None = None
         try:
-            if await self._clear_to_send(lease):
+            if await self._clear_to_send(lease) and not (
+                refusal := self._not_owned(lease.origin, lease.owner_token)
+            ):
                 failpoints.hit("before_send")
                 resp = await fetch(
                     self.session, self.gate, lease.url, self._request_headers(lease),
@@ -736,8 +780,13 @@ class FetchBatch:
             self._finished.append((lease.url, lease.fence))
             self._wake.set()
         if resp is None:
-            if await self._commit(lease, self._not_sent(lease)):
-                self.stats.outcomes[Reason.DEFERRED_BACKOFF.value] += 1
+            if refusal is not None:
+                outcome = self._untried(lease, Reason.OWNERSHIP_LOST, f"not sent: {refusal}",
+                                        self.clock())  # fmt: skip
+            else:
+                outcome = self._not_sent(lease)
+            if await self._commit(lease, outcome):
+                self.stats.outcomes[outcome.reason] += 1
             return
         failpoints.hit("after_response")
         self.stats.requests += 1
@@ -775,6 +824,8 @@ class FetchBatch:
     async def _fetch_robots(self, task: RobotsTask, discover: bool = True) -> None:
         url = f"{_origin_base(task.origin)}/robots.txt"
         try:
+            if self._not_owned(task.origin, task.owner_token) is not None:
+                return  # its robots lease runs out and the origin's next owner fetches it
             resp = await self._get_following(url, task)
         finally:
             self._net_active -= 1

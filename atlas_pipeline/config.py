@@ -442,6 +442,90 @@ class Robots(_Section):
     """Origin backoff after a robots.txt 429 without Retry-After."""
 
 
+class RegionShare(_Section):
+    """An origin's budget split into pre-leased shares (seed 003 decision 23)."""
+
+    origin: str
+    """The origin (scheme://host[:port]) whose rate and in-flight cap are split."""
+    shares: dict[str, float]
+    """Region name -> share of the origin's budget (0-1; together at most 1). Each region
+    paces its share on its own and keeps it through a partition."""
+
+    @field_validator("origin")
+    @classmethod
+    def _origin(cls, origin: str) -> str:
+        try:
+            return origin_of(normalize(origin.rstrip("/") + "/"))
+        except BadUrl as exc:
+            raise ValueError(f"{origin!r} is not an origin (scheme://host[:port]): {exc}") from exc
+
+
+class Regions(_Section):
+    """Several regions crawling together (seed 000 ch. 16): each has its own coordination
+    store and owns origins through fenced leases from one control plane. Off (one region,
+    no control plane) while `name` is empty."""
+
+    name: str = ""
+    """This run's region, one of `members`; empty: a single-region crawl."""
+    members: list[str] = Field(default_factory=list)
+    """Every region of the crawl; an origin with no home below is homed by a hash over them."""
+    control_plane_url: str | None = None
+    """The ownership store: postgresql://... (several machines) or sqlite:///path; default
+    sqlite:///<data_dir>/control_plane.db."""
+    lease_s: float = Field(30.0, gt=0)
+    """How long an ownership lease lasts; the region stops dispatching to an origin at its end
+    unless renewed."""
+    renew_every_s: float = Field(5.0, gt=0)
+    """How often a fetch batch renews its leases and asks for origins with work."""
+    dispatch_margin_s: float = Field(1.0, ge=0)
+    """Requests stop this long before the lease ends (clock skew between machines)."""
+    takeover: Literal["lapse", "immediate"] = "lapse"
+    """`lapse`: another region takes an origin only once its owner's lease has run out;
+    `immediate`: once the owner has not renewed for `silent_after_s`, accepting an overshoot
+    of at most lease_s x rate + the in-flight cap (printed by `atlas config`)."""
+    silent_after_s: float = Field(15.0, gt=0)
+    """With takeover: immediate, an owner this long without renewing counts as gone."""
+    home_silent_s: float = Field(30.0, ge=0)
+    """A region that has not called the control plane for this long counts as down: other
+    regions may then take its home origins (failover). While it is up they never do."""
+    homes: dict[str, str] = Field(default_factory=dict)
+    """Host or parent domain -> its home region (first call on its origins)."""
+    shares: list[RegionShare] = Field(default_factory=list)
+    """Origins whose budget is split between regions instead of owned by one."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Regions:
+        if not self.name:
+            return self
+        if self.name not in self.members:
+            raise ValueError(
+                f"regions.name {self.name!r} is not in regions.members {self.members}: "
+                "list every region of the crawl in members"
+            )
+        if self.renew_every_s * 2 > self.lease_s:
+            raise ValueError(
+                f"regions.renew_every_s ({self.renew_every_s:g}) must be at most half of "
+                f"regions.lease_s ({self.lease_s:g}), or one missed renewal loses the lease"
+            )
+        from .regions.ownership import check_shares
+
+        for homed, region in self.homes.items():
+            if region not in self.members:
+                raise ValueError(f"regions.homes[{homed!r}] = {region!r} is not in members")
+        for share in self.shares:
+            wrong = check_shares(share.shares, self.members)
+            if wrong:
+                raise ValueError(f"regions.shares for {share.origin}: {wrong}")
+        return self
+
+    def share_of(self, origin: str) -> float | None:
+        """This region's share of `origin`'s budget, if its budget is split."""
+        for share in self.shares:
+            if share.origin == origin:
+                return share.shares.get(self.name, 0.0)
+        return None
+
+
 class CrawlConfig(_Section):
     """The whole crawl config. Every key has a default."""
 
@@ -480,6 +564,8 @@ class CrawlConfig(_Section):
     """robots.txt handling."""
     render: Render = Field(default_factory=Render)
     """The render lane (headless Chromium) for pages whose text a script draws."""
+    regions: Regions = Field(default_factory=Regions)
+    """Several regions sharing origins through ownership leases (off by default)."""
     url_identity: UrlIdentity = Field(default_factory=UrlIdentity)
     """Tracking parameters dropped from URLs, per origin if need be."""
     indexer: Indexer = Field(default_factory=Indexer)
@@ -624,6 +710,11 @@ class CrawlConfig(_Section):
     @property
     def coordination(self) -> str:
         return self.coordination_url or f"sqlite:///{self.data_dir / 'coordination.db'}"
+
+    @property
+    def control_plane(self) -> str:
+        url = self.regions.control_plane_url
+        return url or f"sqlite:///{self.data_dir / 'control_plane.db'}"
 
     @property
     def lease_s(self) -> float:
@@ -798,6 +889,11 @@ def config_from_mapping(
             "coordination_url": _anchor_sqlite(cfg.coordination_url, base_dir),
             "discovery": cfg.discovery.model_copy(
                 update={"feed_file": _anchor(cfg.discovery.feed_file, base_dir)}
+            ),
+            "regions": cfg.regions.model_copy(
+                update={
+                    "control_plane_url": _anchor_sqlite(cfg.regions.control_plane_url, base_dir)
+                }
             ),
         }
     )

@@ -50,6 +50,7 @@ class Engine:
             discovery_share=cfg.recrawl.discovery_share,
             untrusted_after=cfg.recrawl.untrusted_after,
             overload_share=politeness.overload_share, recover_steps=politeness.recover_steps,
+            region=cfg.regions.name, owner_margin_s=cfg.regions.dispatch_margin_s,
         )  # fmt: skip
         scope = cfg.scope
         caps = TrapCaps(scope.max_query_variants, scope.max_pattern_urls, scope.max_calendar_urls,

@@ -69,6 +69,7 @@ class Reason(StrEnum):
     CYCLE_DEADLINE = "cycle_deadline"  # limits.batch_max_s ended the batch: the next cycle
     INTERRUPTED = "interrupted"  # the crawl was stopped (Ctrl-C) while the URL was in flight
     OPERATOR_PAUSED = "operator_paused"  # its origin or registrable domain is paused
+    OWNERSHIP_LOST = "ownership_lost"  # regions: the lease it was claimed under ended first
     SUPPRESSED = "suppressed"  # an opt-out covers it: never fetched, never stored
     LEASE_EXPIRED = "lease_expired"
     STALE_ATTEMPT = "stale_attempt"
@@ -97,6 +98,9 @@ EXPLANATIONS: dict[str, str] = {
     "strings, whatever their keys (filters combined in any order)",
     Reason.DEFERRED_BACKOFF: "its origin was backing off (a Retry-After, or errors) longer "
     "than the batch could wait, so the URL was left for a later batch, untried",
+    Reason.OWNERSHIP_LOST: "regions: the region's ownership lease on the origin ended (or "
+    "another region took it over) between the claim and the request leaving, so the request "
+    "was not sent and the URL went back to the queue, untried",
     Reason.CYCLE_DEADLINE: "the fetch batch reached limits.batch_max_s before this URL's "
     "turn, so it waits for the next cycle, untried",
     Reason.INTERRUPTED: "the crawl was stopped (Ctrl-C) while this URL was in flight or "

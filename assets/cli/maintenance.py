@@ -17,6 +17,10 @@ from .common import bar
 def cmd_config(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, dict(os.environ))
     print(dump_config(cfg), end="")
+    from atlas_pipeline.regions.keeper import handoff_bounds
+
+    for line in handoff_bounds(cfg):
+        print(line)
     return 0
 
 

@@ -23,10 +23,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..records import Document, FetchRecord
 from ..render_policy import RenderDecision, RenderRule, Sample
+
+if TYPE_CHECKING:
+    from .owners import OwnerRow
 
 
 class UrlState(StrEnum):
@@ -60,6 +63,10 @@ class OriginPolicy:
     untrusted_after: int = 3  # misleading validator answers before an origin goes unconditional
     overload_share: float = 0.5  # 5xx share at which a repeated 5xx slows the whole origin
     recover_steps: int = 10  # healthy answers that undo any adaptive widening of the gap
+    # regions: claims take only origins this region holds an ownership lease on, until
+    # `owner_margin_s` before it ends ("" = one region: every origin is its own)
+    region: str = ""
+    owner_margin_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +178,7 @@ class Lease:
     last_checked_at: float | None = None
     revisit_interval_s: float | None = None  # the interval that led to this visit
     conditional: bool = True  # False once the origin's validators proved misleading
+    owner_token: int = 0  # regions: the ownership token the claim was made under
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +190,7 @@ class RobotsTask:
     expires_at: float
     claimed_at: float = 0.0
     gap_s: float = 0.0
+    owner_token: int = 0  # regions: the ownership token the claim was made under
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,5 +422,9 @@ class CoordinationStore(Protocol):
                       rule: RenderRule, now: float) -> RenderDecision: ...  # fmt: skip
 
     def render_class_rows(self, shard: int) -> list[dict[str, Any]]: ...
+
+    def ownership_wanted(self, cycle: str, shard: int) -> list[OwnerRow]: ...
+
+    def set_owners(self, rows: Sequence[OwnerRow]) -> None: ...
 
     def referenced_bodies(self) -> set[str]: ...

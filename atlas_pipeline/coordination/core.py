@@ -19,6 +19,7 @@ from rbloom import Bloom
 from ..errors import StoreUnavailable
 from ..politeness import OriginSlot, has_capacity
 from ..reasons import Reason
+from ..regions.ownership import share_cap, share_gap
 from ..robots import RobotsPolicy
 from ..urls import registrable_domain
 from .base import (
@@ -210,10 +211,19 @@ def _origin_slot(origin: Row) -> OriginSlot:
         next_eligible_at=float(origin["next_eligible_at"]),
         backoff_until=float(origin["backoff_until"]),
         in_flight=int(origin["in_flight"]),
-        max_in_flight=int(origin["max_in_flight"]),
+        max_in_flight=share_cap(int(origin["max_in_flight"]), float(origin["share"])),
         robots_lease_until=float(origin["robots_lease_until"]),
         robots_expires_at=float(origin["robots_expires_at"]),
     )
+
+
+def origin_gap_s(origin: Row, guard_s: float) -> float:
+    """The gap a claim of this origin applies: its own (adaptive widening included), the
+    guard on a non-zero one, and divided by this region's share of a split budget."""
+    gap = float(origin["min_gap_s"]) + float(origin["adapt_gap_s"])
+    if gap > 0:
+        gap += guard_s
+    return share_gap(gap, float(origin["share"]))
 
 
 def _has_capacity(origin: Row, now: float) -> bool:

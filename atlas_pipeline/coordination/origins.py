@@ -32,6 +32,7 @@ from .core import (
     _domain_of,
     _has_capacity,
     greatest,
+    origin_gap_s,
 )
 
 
@@ -216,7 +217,7 @@ class OriginStore(StoreCore):
         `release_sub_slots` or for `hold_s` at most: (when, gap, slot id if taken now)."""
         with self._tx() as c:
             o, gap = self._origin_locked(c, origin, shard, now)
-            wait = _wait_for(o, now)
+            wait = _wait_for(o, now) if self._owns(o, now) else float("inf")
             if wait is not None:
                 return wait, gap, None
             self._push_clocks(c, [(origin, now + gap, 0.0)])
@@ -247,7 +248,7 @@ class OriginStore(StoreCore):
                 return now
             if o["robots_lease_until"] > now and not o["paused"]:
                 return float(o["robots_lease_until"])  # another worker is fetching it
-            wait = _wait_for(o, now)
+            wait = _wait_for(o, now) if self._owns(o, now) else float("inf")
             if wait is not None:
                 return wait
             task = RobotsTask(origin, uuid.uuid4().hex, now + lease_s, now, gap)
@@ -275,8 +276,7 @@ class OriginStore(StoreCore):
                  EXISTS ({_PAUSED}) AS paused FROM origins o WHERE o.origin = :origin""",
             {"origin": origin, "now": now},
         ).fetchone()
-        gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])
-        return o, gap + (self.default_policy.gap_guard_s if gap > 0 else 0.0)
+        return o, origin_gap_s(o, self.default_policy.gap_guard_s)
 
     def _push_clocks(self, c: Conn, pushes: Sequence[tuple[str, float, float]]) -> None:
         where = "origin = :origin"
@@ -296,6 +296,25 @@ class OriginStore(StoreCore):
     def _shared_buckets(self) -> bool:
         """Whether a bucket may hold several origins (registrable domain or IP address)."""
         return self.default_policy.bucket != "origin"
+
+    @property
+    def _owned(self) -> str:
+        """The claim's condition that this region holds the origin's ownership lease (regions;
+        none for a single region)."""
+        if not self.default_policy.region:
+            return ""
+        return " AND o.owner_region = :region AND o.owner_until > :owned_after"
+
+    def _owner_params(self, now: float) -> dict[str, Any]:
+        policy = self.default_policy
+        return {"region": policy.region, "owned_after": now + policy.owner_margin_s}
+
+    def _owns(self, o: Any, now: float) -> bool:
+        policy = self.default_policy
+        return not policy.region or (
+            o["owner_region"] == policy.region
+            and float(o["owner_until"]) > now + policy.owner_margin_s
+        )
 
     @property
     def _in_flight_sql(self) -> str:

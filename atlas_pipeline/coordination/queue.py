@@ -38,6 +38,7 @@ from .core import (
     _clock_update,
     _has_capacity,
     _origin_slot,
+    origin_gap_s,
 )
 from .origins import OriginStore
 
@@ -64,14 +65,15 @@ class QueueStore(OriginStore):
         with self._tx() as c:
             self._release(c, release)
             self._lock_claims(c, shard)
-            params: dict[str, Any] = {"now": now, "cycle": cycle, "shard": shard}
+            params: dict[str, Any] = {"now": now, "cycle": cycle, "shard": shard,
+                                      **self._owner_params(now)}  # fmt: skip
             # Fast path: origins whose clocks allow a request now and that have due work,
             # earliest clock first; each EXISTS stops at its first index entry.
             ready_from = f"""FROM origins o
                    WHERE o.shard = :shard AND o.next_eligible_at <= :now AND o.backoff_until <= :now
                      AND EXISTS (SELECT 1 FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
                                  AND u.state IN ('eligible', 'failed_retryable') AND u.due_at <= :now)
-                     AND NOT EXISTS ({_PAUSED})"""
+                     AND NOT EXISTS ({_PAUSED}){self._owned}"""
             ready_sql = f"""SELECT o.*, {self._in_flight_sql} AS in_flight {ready_from}
                    ORDER BY o.next_eligible_at LIMIT :n"""
             # wider than `limit`, so classes under their quota are seen behind a big one
@@ -174,12 +176,11 @@ class QueueStore(OriginStore):
         limit: int,
     ) -> list[Lease | RobotsTask]:
         """The robots task, or up to `limit` URLs of one origin (one while it has a gap)."""
-        gap = float(origin["min_gap_s"]) + float(origin["adapt_gap_s"])
-        if gap > 0:
-            gap += self.default_policy.gap_guard_s
+        gap = origin_gap_s(origin, self.default_policy.gap_guard_s)
         if origin["robots_expires_at"] <= now:
-            return [RobotsTask(origin["origin"], uuid.uuid4().hex, now + lease_s, now, gap)]
-        free = int(origin["max_in_flight"]) - int(origin["in_flight"])
+            return [RobotsTask(origin["origin"], uuid.uuid4().hex, now + lease_s, now, gap,
+                               int(origin["owner_token"]))]  # fmt: skip
+        free = _origin_slot(origin).max_in_flight - int(origin["in_flight"])
         n = 1 if gap > 0 else max(1, min(limit, free))
         return list(self._lease_best_urls(c, origin, self._policy(origin), cycle, now, token,
                                           lease_s, gap, n))  # fmt: skip
@@ -194,6 +195,13 @@ class QueueStore(OriginStore):
                FROM origins o WHERE o.shard = :shard AND NOT EXISTS ({_PAUSED})""",
             {"now": now, "cycle": cycle, "shard": shard},
         ).fetchall()
+        # regions: work on an origin nobody holds, or whose lease this region let lapse (the
+        # control plane unreachable), may be granted at the next renewal: wait for it. An
+        # origin another region holds or serves is that region's: no reason to stay.
+        region = self.default_policy.region
+        unheld = any(o["due"] is not None and not self._owns(o, now)
+                     and o["owner_region"] in (None, region) for o in origins)  # fmt: skip
+        origins = [o for o in origins if self._owns(o, now)]
         ready = [max(o["next_eligible_at"], o["backoff_until"], o["due"]) for o in origins
                  if o["due"] is not None and _has_capacity(o, now)]  # fmt: skip
         busy = any(o["due"] is not None and not _has_capacity(o, now) for o in origins)
@@ -208,7 +216,9 @@ class QueueStore(OriginStore):
                WHERE shard = :shard AND cycle = :cycle AND state = 'leased'""",
             {"shard": shard, "cycle": cycle},
         ).fetchone()[0]
-        return Drained() if leased is None else Wait(min(leased, now + _POLL_S))
+        if leased is None:
+            return Wait(now + _POLL_S) if unheld else Drained()
+        return Wait(min(leased, now + _POLL_S))
 
     def _policy(self, origin_row: Row) -> RobotsPolicy:
         key = (origin_row["origin"], int(origin_row["robots_version"]))
@@ -275,6 +285,7 @@ class QueueStore(OriginStore):
                     last_checked_at=row["last_checked_at"],
                     revisit_interval_s=row["revisit_interval_s"],
                     conditional=bool(origin["validators_trusted"]),
+                    owner_token=int(origin["owner_token"]),
                 )
             )
         if blocked:

@@ -1,7 +1,7 @@
 """SQLite coordination store: one embedded file, WAL, every claim one IMMEDIATE transaction.
 
 The contract is implemented once, by aggregate (core.py, selection.py, queue.py, commits.py,
-catalogue.py, origins.py, operator.py, reads.py, render_classes.py); this class puts them
+catalogue.py, origins.py, operator.py, reads.py, render_classes.py, owners.py); this class puts them
 together, opens the file and migrates it (migrate.py: Alembic revisions, run once each).
 """
 
@@ -21,6 +21,7 @@ from .commits import CommitStore
 from .core import url_digest
 from .migrate import HEAD, engine_for, upgrade
 from .operator import OperatorStore
+from .owners import OwnerStore
 from .queue import QueueStore
 from .reads import ReadStore
 from .render_classes import RenderClassStore
@@ -30,7 +31,7 @@ __all__ = ["SqliteStore", "url_digest"]
 
 
 class SqliteStore(
-    FrontierStore, QueueStore, CommitStore, OperatorStore, ReadStore, RenderClassStore
+    FrontierStore, QueueStore, CommitStore, OperatorStore, ReadStore, RenderClassStore, OwnerStore
 ):
     """CoordinationStore on SQLite. One connection per thread; safe across processes."""
 

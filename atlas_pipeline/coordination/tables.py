@@ -60,6 +60,12 @@ origins = sa.Table(
     sa.Column("validators_trusted", sa.Integer, nullable=False, server_default=sa.text("1")),
     sa.Column("operator_gap_s", Real, nullable=False, server_default=zero()),
     sa.Column("stress", Real, nullable=False, server_default=zero()),
+    # regions: the region holding the origin's ownership lease, its token and end, as this
+    # region last heard from the control plane; `share` is this region's part of its budget
+    sa.Column("owner_region", sa.Text),
+    sa.Column("owner_token", sa.BigInteger, nullable=False, server_default=zero()),
+    sa.Column("owner_until", Real, nullable=False, server_default=zero()),
+    sa.Column("share", Real, nullable=False, server_default=sa.text("1")),
     sa.Index("origins_shard", "shard"),
     sa.Index("origins_clock", "shard", "next_eligible_at"),
     sa.Index("origins_domain", "registrable_domain"),

@@ -1,0 +1,173 @@
+"""Two regions crawl the sandbox web together (issue: regions): each its own process and its
+own coordination store, one control plane on PostgreSQL that each region reaches through a
+TCP proxy of its own. The test cuts one region off for longer than a lease and measures, from
+the sandbox's own request log, who served each origin, the overshoot against the bound
+`ownership.overshoot_bound` gives, and the shares of a split origin."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from atlas_pipeline.regions.control_plane import ControlPlane
+from atlas_pipeline.regions.ownership import TakeoverRule, extra_requests, overshoot_bound
+from tests.conftest import ROOT, SandboxProcess, sandbox_config, write_config
+from tests.tcpproxy import TcpProxy
+
+GAP_S = 0.5
+LEASE_S = 3.0
+CUT_AT_S, CUT_FOR_S = 3.0, 7.0  # the cut outlasts the lease by 4 s
+SHARES = {"eu": 0.6, "us": 0.4}
+TOLERANCE_S = 0.08  # the server's own scheduling delay on two busy cores
+
+REGION_WORKER = """
+import json, sys, time
+from pathlib import Path
+from atlas_pipeline.config import load_config
+from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
+
+if __name__ == "__main__":
+    engine = Engine.from_config(load_config(sys.argv[1]))
+    go = Path(sys.argv[2])
+    while not go.exists():
+        time.sleep(0.01)
+    plan_frontier(engine, "c0001", 0)
+    result = fetch_shard(engine, "c0001", 0, holder=sys.argv[3])
+    print(json.dumps({"requests": result.stats.requests, "not_owned": result.stats.not_owned,
+                      "ownership": result.stats.ownership,
+                      "outcomes": dict(result.stats.outcomes)}), flush=True)
+"""
+
+
+def _region_config(sandbox: SandboxProcess, tmp_path: Path, region: str, plane_url: str,
+                   homes: dict[str, str], shared: str) -> Path:  # fmt: skip
+    data = tmp_path / region
+    data.mkdir()
+    cfg = sandbox_config(
+        sandbox, data, shards=1, user_agent=f"AtlasBot/1.0 (region {region})",
+        politeness={"min_gap_s": GAP_S, "max_in_flight": 1, "gap_guard_s": 0.0},
+        limits={"total_timeout_s": 10, "batch_max_idle_s": 60},
+        regions={"name": region, "members": ["eu", "us"], "control_plane_url": plane_url,
+                 "lease_s": LEASE_S, "renew_every_s": 0.5, "dispatch_margin_s": 0.3,
+                 "home_silent_s": LEASE_S, "homes": homes,
+                 "shares": [{"origin": shared, "shares": SHARES}]},
+    )  # fmt: skip
+    return write_config(data / "atlas.yaml", cfg)
+
+
+def _region_of(entry: dict[str, Any]) -> str:
+    agent = entry["headers"]["user-agent"] or ""
+    return "eu" if "region eu" in agent else "us" if "region us" in agent else "?"
+
+
+def test_two_regions_split_origins_fail_over_under_a_partition_and_keep_shares(
+    sandbox: SandboxProcess, tmp_path: Path, pg_schema_url: str
+) -> None:
+    hosts = sandbox.web.hosts
+    shared_host, rest = hosts[0], hosts[1:]
+    homes = {h: ("eu" if i % 2 == 0 else "us") for i, h in enumerate(rest)}
+    shared = sandbox.web.origin_url(shared_host)
+    proxies = {r: TcpProxy("127.0.0.1", 5432) for r in ("eu", "us")}
+    configs = {
+        r: _region_config(sandbox, tmp_path, r,
+                          pg_schema_url.replace("127.0.0.1:5432", f"127.0.0.1:{p.port}"),
+                          homes, shared)
+        for r, p in proxies.items()
+    }  # fmt: skip
+    ControlPlane(pg_schema_url, TakeoverRule(LEASE_S)).close()  # its schema, before the race
+    script, go = tmp_path / "region_worker.py", tmp_path / "go"
+    script.write_text(REGION_WORKER)
+    sandbox.log.clear()
+    procs = {
+        r: subprocess.Popen([sys.executable, str(script), str(cfg), str(go), r], cwd=ROOT,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for r, cfg in configs.items()
+    }  # fmt: skip
+    try:
+        time.sleep(4)  # imports
+        go.touch()
+        time.sleep(CUT_AT_S)
+        cut_at = time.time()
+        proxies["eu"].cut()
+        time.sleep(CUT_FOR_S)
+        restored_at = time.time()
+        proxies["eu"].restore()
+        outputs = {}
+        for r, p in procs.items():
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err[-3000:]
+            outputs[r] = json.loads(out.strip().splitlines()[-1])
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+        for proxy in proxies.values():
+            proxy.close()
+
+    log = sorted(sandbox.log.entries(), key=lambda e: e["start"])
+    by_origin: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    for e in log:
+        by_origin[e["host"]].append((e["start"], _region_of(e)))
+    assert {r for starts in by_origin.values() for _, r in starts} == {"eu", "us"}
+    plane = ControlPlane(pg_schema_url, TakeoverRule(LEASE_S))
+    try:
+        audit = plane.events_after(0, limit=100_000)
+    finally:
+        plane.close()
+
+    # 1. Before the cut each exclusive origin is served by its home region alone.
+    for host, starts in by_origin.items():
+        if host == shared_host:
+            continue
+        before = {r for t, r in starts if t < cut_at}
+        assert before <= {homes[host]}, (host, before)
+
+    # 2. Cut off, eu stops within its lease: no eu request to an exclusive origin from a
+    # lease after the cut (its last renewal was before it) until the cut ends.
+    stop_by = cut_at + LEASE_S + TOLERANCE_S
+    late = [(h, t - cut_at) for h, starts in by_origin.items() if h != shared_host
+            for t, r in starts if r == "eu" and stop_by < t < restored_at]  # fmt: skip
+    assert late == [], late
+
+    # 3. us takes eu's origins over with a higher token once their leases lapsed, and eu's
+    # renewals under the old token are turned away and counted, on both sides.
+    eu_homes = [sandbox.web.origin_url(h) for h, r in homes.items() if r == "eu"]
+    for origin in eu_homes:
+        grants = [(e["region"], e["token"]) for e in audit
+                  if e["origin"] == origin and e["action"] == "grant"]  # fmt: skip
+        assert grants[0] == ("eu", 1) and ("us", 2) in grants, (origin, grants)
+    stale = [e for e in audit if e["action"] == "reject_stale" and e["region"] == "eu"]
+    assert stale and all(e["asked_token"] < e["token"] for e in stale)
+    assert outputs["eu"]["ownership"]["rejected_stale"] == len(stale)
+    assert outputs["eu"]["ownership"]["unreachable"] > 0
+    took_over = {h for h, r in homes.items() if r == "eu"
+                 and any(rr == "us" and cut_at < t < restored_at for t, rr in by_origin[h])}  # fmt: skip
+    assert took_over == {h for h, r in homes.items() if r == "eu"}, took_over
+
+    # 4. The union of both regions' requests keeps each exclusive origin's gap, handoff
+    # included: at most the bound of a take-over after lapse (the requests in flight).
+    bound = overshoot_bound(LEASE_S, GAP_S, 1, immediate=False)
+    overshoot = {h: extra_requests([t for t, _ in starts], GAP_S, TOLERANCE_S)
+                 for h, starts in by_origin.items() if h != shared_host}  # fmt: skip
+    assert max(overshoot.values()) <= bound.requests, (overshoot, bound)
+
+    # 5. The split origin: each region keeps to its share, through the cut too.
+    for region, share in SHARES.items():
+        mine = sorted(t for t, r in by_origin[shared_host] if r == region)
+        gaps = [b - a for a, b in itertools.pairwise(mine)]
+        assert gaps and min(gaps) >= GAP_S / share - TOLERANCE_S, (region, min(gaps))
+    assert any(r == "eu" and cut_at < t < restored_at for t, r in by_origin[shared_host])
+    print("regions:", {r: o["requests"] for r, o in outputs.items()},
+          "overshoot per origin:", overshoot, f"bound {bound.requests:g} ({bound.why})",
+          "stale renewals turned away:", len(stale), "held back at send:",
+          {r: o["not_owned"] for r, o in outputs.items()})  # fmt: skip
+    with psycopg.connect(pg_schema_url) as conn:  # the audit is there for analysts as well
+        assert conn.execute("SELECT COUNT(*) FROM ownership_events").fetchone()[0] == len(audit)

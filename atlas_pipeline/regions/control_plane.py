@@ -62,6 +62,9 @@ events = sa.Table(
 )
 
 
+PLANE = "(control plane)"  # the regions_seen row of the plane's return after nobody called
+
+
 class ControlPlaneUnavailable(AtlasError):
     """The control plane could not be reached, or rolled the call back: nothing changed."""
 
@@ -117,7 +120,7 @@ class ControlPlane:
                 row = rows[origin]
                 current = Holding(row.region, int(row.token), float(row.lease_until),
                                   float(row.renewed_at), float(row.first_asked_at))  # fmt: skip
-                ask = Ask(region, token, home == region, homes_seen.get(home))
+                ask = Ask(region, token, home == region, homes_seen.get(home, homes_seen[PLANE]))
                 verdict = decide(current, ask, now, self.rule)
                 holder, until = row.region, float(row.lease_until)
                 if verdict.held:
@@ -138,13 +141,24 @@ class ControlPlane:
         return answers
 
     def _seen(self, c: sa.Connection, region: str, now: float) -> dict[str, float]:
-        """Record that `region` called now; every region's last call."""
+        """Record that `region` called now; every region's last call, each counted from no
+        earlier than the plane's own return: when no region at all called for a lease, the
+        plane was out of everyone's reach, and silence in that time says nothing of a region
+        (without this, the first region back would take every other region's origins)."""
+        rows = {r.region: float(r.seen_at) for r in c.execute(sa.select(seen))}
+        last = max((t for r, t in rows.items() if r != PLANE), default=None)
+        marks = {region: now}
+        if last is None or now - last >= self.rule.lease_s:
+            marks[PLANE] = now
         dialect = postgresql if c.dialect.name == "postgresql" else sqlite
-        c.execute(
-            dialect.insert(seen).values(region=region, seen_at=now)
-            .on_conflict_do_update(index_elements=["region"], set_={"seen_at": now})
-        )  # fmt: skip
-        return {r.region: float(r.seen_at) for r in c.execute(sa.select(seen))}
+        for name, at in marks.items():
+            c.execute(
+                dialect.insert(seen).values(region=name, seen_at=at)
+                .on_conflict_do_update(index_elements=["region"], set_={"seen_at": at})
+            )  # fmt: skip
+        rows.update(marks)
+        back = rows[PLANE]
+        return {r: max(t, back) for r, t in rows.items() if r != PLANE} | {PLANE: back}
 
     def release(self, region: str, origins: Sequence[tuple[str, int]], now: float) -> int:
         """Give up origins this region holds under these tokens (a run that finished its

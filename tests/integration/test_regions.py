@@ -12,13 +12,16 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 
 from atlas_pipeline.regions.control_plane import ControlPlane
 from atlas_pipeline.regions.ownership import TakeoverRule, extra_requests, overshoot_bound
+from atlas_sandbox import normalize_url
 from tests.conftest import ROOT, SandboxProcess, sandbox_config, write_config
 from tests.tcpproxy import TcpProxy
 
@@ -63,6 +66,45 @@ def _region_config(sandbox: SandboxProcess, tmp_path: Path, region: str, plane_u
     return write_config(data / "atlas.yaml", cfg)
 
 
+def _run_regions(sandbox: SandboxProcess, tmp_path: Path, plane_url: str,
+                 homes: dict[str, str], shared: str,
+                 meanwhile: Callable[[dict[str, TcpProxy]], None]) -> dict[str, Any]:  # fmt: skip
+    """Both regions crawl c0001 in their own processes, each reaching the control plane
+    through its own proxy, while `meanwhile` cuts and restores the proxies; their outputs."""
+    proxies = {r: TcpProxy("127.0.0.1", 5432) for r in ("eu", "us")}
+    configs = {
+        r: _region_config(sandbox, tmp_path, r,
+                          plane_url.replace("127.0.0.1:5432", f"127.0.0.1:{p.port}"),
+                          homes, shared)
+        for r, p in proxies.items()
+    }  # fmt: skip
+    ControlPlane(plane_url, TakeoverRule(LEASE_S)).close()  # its schema, before the race
+    script, go = tmp_path / "region_worker.py", tmp_path / "go"
+    script.write_text(REGION_WORKER)
+    sandbox.log.clear()
+    procs = {
+        r: subprocess.Popen([sys.executable, str(script), str(cfg), str(go), r], cwd=ROOT,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for r, cfg in configs.items()
+    }  # fmt: skip
+    try:
+        time.sleep(4)  # imports
+        go.touch()
+        meanwhile(proxies)
+        outputs = {}
+        for r, p in procs.items():
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err[-3000:]
+            outputs[r] = json.loads(out.strip().splitlines()[-1])
+        return outputs
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+        for proxy in proxies.values():
+            proxy.close()
+
+
 def _region_of(entry: dict[str, Any]) -> str:
     agent = entry["headers"]["user-agent"] or ""
     return "eu" if "region eu" in agent else "us" if "region us" in agent else "?"
@@ -75,43 +117,18 @@ def test_two_regions_split_origins_fail_over_under_a_partition_and_keep_shares(
     shared_host, rest = hosts[0], hosts[1:]
     homes = {h: ("eu" if i % 2 == 0 else "us") for i, h in enumerate(rest)}
     shared = sandbox.web.origin_url(shared_host)
-    proxies = {r: TcpProxy("127.0.0.1", 5432) for r in ("eu", "us")}
-    configs = {
-        r: _region_config(sandbox, tmp_path, r,
-                          pg_schema_url.replace("127.0.0.1:5432", f"127.0.0.1:{p.port}"),
-                          homes, shared)
-        for r, p in proxies.items()
-    }  # fmt: skip
-    ControlPlane(pg_schema_url, TakeoverRule(LEASE_S)).close()  # its schema, before the race
-    script, go = tmp_path / "region_worker.py", tmp_path / "go"
-    script.write_text(REGION_WORKER)
-    sandbox.log.clear()
-    procs = {
-        r: subprocess.Popen([sys.executable, str(script), str(cfg), str(go), r], cwd=ROOT,
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for r, cfg in configs.items()
-    }  # fmt: skip
-    try:
-        time.sleep(4)  # imports
-        go.touch()
+    cut: dict[str, float] = {}
+
+    def partition(proxies: dict[str, TcpProxy]) -> None:
         time.sleep(CUT_AT_S)
-        cut_at = time.time()
+        cut["at"] = time.time()
         proxies["eu"].cut()
         time.sleep(CUT_FOR_S)
-        restored_at = time.time()
+        cut["restored"] = time.time()
         proxies["eu"].restore()
-        outputs = {}
-        for r, p in procs.items():
-            out, err = p.communicate(timeout=300)
-            assert p.returncode == 0, err[-3000:]
-            outputs[r] = json.loads(out.strip().splitlines()[-1])
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-        for proxy in proxies.values():
-            proxy.close()
 
+    outputs = _run_regions(sandbox, tmp_path, pg_schema_url, homes, shared, partition)
+    cut_at, restored_at = cut["at"], cut["restored"]
     log = sorted(sandbox.log.entries(), key=lambda e: e["start"])
     by_origin: dict[str, list[tuple[float, str]]] = defaultdict(list)
     for e in log:
@@ -171,3 +188,41 @@ def test_two_regions_split_origins_fail_over_under_a_partition_and_keep_shares(
           {r: o["not_owned"] for r, o in outputs.items()})  # fmt: skip
     with psycopg.connect(pg_schema_url) as conn:  # the audit is there for analysts as well
         assert conn.execute("SELECT COUNT(*) FROM ownership_events").fetchone()[0] == len(audit)
+
+
+def test_the_control_plane_down_for_both_regions_stops_dispatch_and_crawling_resumes(
+    sandbox: SandboxProcess, tmp_path: Path, pg_schema_url: str
+) -> None:
+    """Both regions lose the control plane for 60 s mid-crawl: no request leaves without a
+    valid lease (none from a lease after the cut until it ends), neither run crashes or
+    ends early, and once it is back both finish every page, none lost."""
+    hosts = sandbox.web.hosts
+    homes = {h: ("eu" if i % 2 == 0 else "us") for i, h in enumerate(hosts[1:])}
+    shared = sandbox.web.origin_url(hosts[0])
+    cut: dict[str, float] = {}
+
+    def outage(proxies: dict[str, TcpProxy]) -> None:
+        time.sleep(CUT_AT_S)
+        cut["at"] = time.time()
+        for proxy in proxies.values():
+            proxy.cut()
+        time.sleep(60.0)
+        cut["restored"] = time.time()
+        for proxy in proxies.values():
+            proxy.restore()
+
+    outputs = _run_regions(sandbox, tmp_path, pg_schema_url, homes, shared, outage)
+    log = sandbox.log.entries()
+    stop_by = cut["at"] + LEASE_S + TOLERANCE_S
+    during = [(e["host"], e["start"] - cut["at"]) for e in log
+              if e["host"] != hosts[0] and stop_by < e["start"] < cut["restored"]]  # fmt: skip
+    assert during == [], during
+    assert any(e["start"] > cut["restored"] for e in log)  # it resumed by itself
+    for region, out in outputs.items():
+        assert out["ownership"]["unreachable"] > 0, region
+    # nothing lost: every crawlable page was fetched, each exclusive one by its home region
+    fetched = {(_region_of(e), normalize_url(e["origin"] + e["path"])) for e in log
+               if e["status"] == 200}  # fmt: skip
+    for url in sandbox.web.crawlable(50):
+        host = urlsplit(url).hostname
+        assert (homes.get(host, "eu"), url) in fetched, url

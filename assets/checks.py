@@ -8,11 +8,13 @@ import polars as pl
 from dagster._utils.warnings import PreviewWarning
 
 from atlas_pipeline.audit import politeness_violations
+from atlas_pipeline.lake import Lake
+from atlas_pipeline.regions.audit import handoff_overshoot as overshoot_report
 from atlas_pipeline.robots import RobotsPolicy, RobotsStatus
 from atlas_pipeline.urls import shard_key
 from resources.config import AtlasCrawl
 
-from .crawl import DOCUMENTS, FETCHES, RECRAWL_SCHEDULE
+from .crawl import DOCUMENTS, FETCHES, OWNERSHIP, RECRAWL_SCHEDULE
 from .metadata import frame_table
 from .partitions import cycle_and_shard
 
@@ -166,4 +168,30 @@ def _build_checks(partitions: dg.MultiPartitionsDefinition) -> list[dg.AssetChec
                       "per_class": frame_table(report)},
         )  # fmt: skip
 
-    return [politeness_audit, robots_respected, documents_have_text, freshness_by_class]
+    @dg.asset_check(asset=OWNERSHIP, partitions_def=partitions, blocking=False)
+    def handoff_overshoot(
+        context: dg.AssetCheckExecutionContext, atlas: AtlasCrawl
+    ) -> dg.AssetCheckResult:
+        """Regions: every origin judged on the requests of all regions (this lake's and those
+        of regions.peer_lakes): an exclusive origin got no more requests beyond its gap than
+        the handoff bound atlas config prints, a split origin none beyond each region's
+        share. Passes with nothing to judge for a single region."""
+        cycle, shard = cycle_and_shard(context)  # type: ignore[arg-type]
+        cfg = atlas.crawl_config()
+        key = shard_key(shard)
+        with atlas.open() as engine:
+            fetches = {cfg.regions.name or "-": engine.lake.read_partition("fetches", cycle, key)}
+            gaps = {r["origin"]: float(r["min_gap_s"]) for r in engine.store.origin_rows(shard)}
+        for region, root in cfg.regions.peer_lakes.items():
+            fetches[region] = Lake(root, cfg.lake_options).read_partition("fetches", cycle, key)
+        report = overshoot_report(fetches, cfg, gaps) if cfg.regions.name else None
+        bad = report.filter(~pl.col("ok")) if report is not None else None
+        return dg.AssetCheckResult(
+            passed=bad is None or bad.height == 0,
+            metadata={"regions": dg.MetadataValue.json(sorted(fetches)),
+                      "origins_over_bound": 0 if bad is None else bad.height,
+                      **({"per_origin": frame_table(report)} if report is not None else {})},
+        )  # fmt: skip
+
+    return [politeness_audit, robots_respected, documents_have_text, freshness_by_class,
+            handoff_overshoot]  # fmt: skip

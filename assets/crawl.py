@@ -12,6 +12,7 @@ import polars as pl
 from atlas_pipeline.crawl import (
     cluster_documents,
     export_origins,
+    export_ownership,
     export_render_classes,
     export_schedule,
     export_urls,
@@ -41,9 +42,10 @@ RECRAWL_SCHEDULE = dg.AssetKey(["crawl", "recrawl_schedule"])
 ORIGINS = dg.AssetKey(["crawl", "origins"])
 RENDER_CLASSES = dg.AssetKey(["crawl", "render_classes"])
 CRAWL_REPORT = dg.AssetKey(["crawl", "report"])
+OWNERSHIP = dg.AssetKey(["crawl", "ownership"])
 TABLES = {key.path[-1]: key for key in (FRONTIER, FETCHES, DOCUMENTS, DOCUMENT_TEXTS, LINKS, URLS,
                                         ORIGINS, RENDER_CLASSES, DEDUPE_CLUSTERS, INDEX_READY,
-                                        RECRAWL_SCHEDULE)}  # fmt: skip
+                                        RECRAWL_SCHEDULE, OWNERSHIP)}  # fmt: skip
 
 
 def _described(table: str) -> dict[str, Any]:
@@ -281,6 +283,26 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         return dg.MaterializeResult(metadata=table_metadata(engine.lake, written, meta))
 
     @dg.asset(
+        key=OWNERSHIP,
+        deps=[FETCHES],
+        partitions_def=partitions,
+        group_name="crawl",
+        kinds={"delta"},
+        **_described("ownership"),
+    )
+    def ownership(context: dg.AssetExecutionContext, atlas: AtlasCrawl) -> dg.MaterializeResult:
+        cycle, shard = cycle_and_shard(context)
+        with atlas.open() as engine:
+            written = export_ownership(engine, cycle, shard)
+            region = engine.cfg.regions.name
+            df = engine.lake.read_partition("ownership", cycle, shard_key(shard))
+        meta: dict[str, Any] = {
+            "region": region or "(single region: no control plane)",
+            "actions": dg.MetadataValue.json(counts(df["action"].to_list())),
+        }
+        return dg.MaterializeResult(metadata=table_metadata(engine.lake, written, meta))
+
+    @dg.asset(
         key=CRAWL_REPORT,
         deps=[FETCHES, LINKS, ORIGINS, RENDER_CLASSES, RECRAWL_SCHEDULE],
         partitions_def=partitions,
@@ -316,7 +338,7 @@ def build_crawl_assets(partitions: dg.MultiPartitionsDefinition) -> list[dg.Asse
         )
 
     return [frontier, fetch_batch, urls, origins, render_classes, dedupe_clusters, recrawl_schedule,
-            crawl_report]  # fmt: skip
+            ownership, crawl_report]  # fmt: skip
 
 
 def _other_partitions_provenance(record: logging.LogRecord) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from .reasons import Reason
+from .reasons import UNSENT
 
 # Start times are taken client-side just before the request; the claim that allowed it was
 # made earlier, so a real violation shows up as a clearly shorter gap, not a rounding error.
@@ -31,7 +31,7 @@ def politeness_violations(
     it: the global gap, Crawl-delay and any operator floor; its `max_in_flight`), else
     against the global ones."""
     if "reason" in fetches.columns:
-        fetches = fetches.filter(pl.col("reason") != Reason.DEFERRED_BACKOFF.value)
+        fetches = fetches.filter(~pl.col("reason").is_in(list(UNSENT)))
     rows: list[dict[str, Any]] = []
     for (origin,), group in fetches.sort("started_at").group_by("origin", maintain_order=True):
         starts = [t.timestamp() for t in group["started_at"].to_list()]

@@ -492,6 +492,9 @@ class Regions(_Section):
     """Host or parent domain -> its home region (first call on its origins)."""
     shares: list[RegionShare] = Field(default_factory=list)
     """Origins whose budget is split between regions instead of owned by one."""
+    peer_lakes: dict[str, str] = Field(default_factory=dict)
+    """The other regions' lake roots (region -> root, same storage options): the
+    handoff_overshoot check judges each origin on every region's requests."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Regions:

@@ -23,6 +23,7 @@ from .errors import BatchInterrupted
 from .extractor_pool import ExtractorPool, ParserFailure, shared_pool
 from .lake import Lake, Written
 from .reasons import Reason
+from .regions.audit import ownership_rows
 from .robots import RobotsStatus
 from .scope import ScopeGuard
 from .urls import BadUrl, normalize, shard_key
@@ -231,6 +232,19 @@ def export_render_classes(engine: Engine, cycle: str, shard: int) -> Written:
     `cycle`."""
     return engine.lake.write_shard("render_classes", engine.store.render_class_rows(shard),
                                    shard_key(shard), cycle)  # fmt: skip
+
+
+def export_ownership(engine: Engine, cycle: str, shard: int) -> Written:
+    """The ownership partition: the control plane's answers about the shard's origins from a
+    lease before the partition's first request on (none for a single region)."""
+    rows: list[dict[str, Any]] = []
+    if engine.cfg.regions.name:
+        first = (engine.lake.read_partition("fetches", cycle, shard_key(shard))
+                 .select(pl.col("started_at").min()).item())  # fmt: skip
+        since = first.timestamp() - engine.cfg.regions.lease_s if first is not None else time.time()
+        origins = [r["origin"] for r in engine.store.origin_rows(shard)]
+        rows = ownership_rows(engine.cfg, origins, since)
+    return engine.lake.write_partition("ownership", rows, cycle, shard_key(shard))
 
 
 def export_schedule(engine: Engine, cycle: str, shard: int, now: float | None = None) -> Written:

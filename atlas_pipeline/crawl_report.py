@@ -28,7 +28,7 @@ import polars as pl
 from .audit import EPSILON_S as _EPSILON_S
 from .audit import politeness_violations
 from .lake import Lake
-from .reasons import Reason
+from .reasons import UNSENT
 from .render_report import render_tables
 
 CSS = """
@@ -75,7 +75,7 @@ class CycleSummary:
 
 def _unsent(fetches: pl.DataFrame) -> pl.DataFrame:
     # a URL given back at the send gate never left: it is no request the origin saw
-    return fetches.filter(pl.col("reason") != Reason.DEFERRED_BACKOFF.value)
+    return fetches.filter(~pl.col("reason").is_in(list(UNSENT)))
 
 
 def host_table(fetches: pl.DataFrame, origins: pl.DataFrame) -> pl.DataFrame:

@@ -43,6 +43,9 @@ TABLE_DESCRIPTIONS: dict[str, str] = {
     "stands after the latest cycle: sampling (its pages are rendered to measure), render "
     "(the raw HTML recovers too little of the rendered text) or plain (never rendered), with "
     "the word counts it was decided on. Partitioned by origin_shard only.",
+    "ownership": "Regions: every answer the control plane gave about this shard's origins "
+    "while the cycle's batch ran (grants, renewals, take-overs, refusals, stale tokens turned "
+    "away, releases), whichever region asked, with the tokens. Empty for a single region.",
     "recrawl_schedule": "Every URL of the shard that was ever checked: when it is due again "
     "and why, its estimated change rate, and how stale it is against its freshness class's "
     "target.",
@@ -117,6 +120,24 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "rate), growth_limited, clamped_min or clamped_max; null: no check yet.",
         "change_rate": "Estimated content changes per second (maximum likelihood over its "
         "checks); null before its second check.",
+    },
+    "ownership": {
+        "crawl_cycle": _CYCLE,
+        "origin_shard": _SHARD,
+        "seq": "The control plane's audit sequence number (the order it decided in).",
+        "answered_at": "When the control plane answered.",
+        "origin": "scheme://host:port the answer is about.",
+        "region": "The region that asked (or released).",
+        "action": "grant, renew, takeover (a silent owner's lease ended early), refuse, "
+        "reject_stale (the ask carried a token older than the current one) or release.",
+        "asked_token": "The token the asking region held; 0: none.",
+        "token": "The lease's token after the answer (granted, or the current one when "
+        "refused or rejected). Each new holder's is higher than every earlier one.",
+        "lease_until": "When the holder's lease ends after the answer.",
+        "holder": "The region holding the origin after the answer; null: nobody.",
+        "detail": "Why, in words (held by eu, eu silent for 16.2 s, token 41 is older than "
+        "42, ...).",
+        "reported_by": "The region whose lake this row was written to.",
     },
     "render_classes": {
         "crawl_cycle": _CATALOGUE_CYCLE,
@@ -222,7 +243,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "reason": "Reason code of what the request established: fetched, not_modified, "
         "content_unchanged, redirect, http_4xx, http_gone, http_5xx, http_429, timeout, "
         "network_error, body_too_large, content_type_not_allowed, parse_failed, ...; "
-        "deferred_origin_backoff or interrupted for a URL given back unsent; for robots.txt "
+        "deferred_origin_backoff, ownership_lost or interrupted for a URL given back unsent; for "
+        "robots.txt "
         "its status (parsed, unavailable, unreachable, throttled).",
         "content_type": "Content-Type header of the answer; null: none.",
         "bytes": "Bytes of the body read, after decompression; 0: none kept (an error, or "

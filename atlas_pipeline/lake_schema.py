@@ -36,6 +36,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "samples": pl.Int32, "raw_words": pl.Int64, "rendered_words": pl.Int64,
         "share": pl.Float64, "decided_at": TS, "updated_at": TS,
     },
+    "ownership": {
+        **KEYS, "seq": pl.Int64, "answered_at": TS, "origin": pl.String, "region": pl.String,
+        "action": pl.String, "asked_token": pl.Int64, "token": pl.Int64, "lease_until": TS,
+        "holder": pl.String, "detail": pl.String, "reported_by": pl.String,
+    },
     "recrawl_schedule": {
         **KEYS, "url": pl.String, "origin": pl.String, "priority": pl.Float64,
         "freshness_class": pl.String, "state": pl.String, "last_checked_at": TS,
@@ -103,14 +108,14 @@ URL_COLUMNS: dict[str, tuple[str, ...]] = {
     "fetches": ("url", "original_url", "final_url"), "documents": ("url",),
     "links": ("url", "source_url"), "index_ready": ("url",), "document_texts": (),
     "dedupe_clusters": ("url", "canonical_url"), "recrawl_schedule": ("url",), "origins": (),
-    "render_classes": (),
+    "render_classes": (), "ownership": (),
 }  # fmt: skip
 ORIGIN_COLUMNS: dict[str, tuple[str, ...]] = {
     "urls": ("origin",), "frontier": ("origin",), "fetches": ("origin",),
     "documents": ("origin",), "links": ("target_origin",), "index_ready": (),
     "document_texts": (),
     "dedupe_clusters": (), "recrawl_schedule": ("origin",), "origins": ("origin",),
-    "render_classes": ("origin",),
+    "render_classes": ("origin",), "ownership": ("origin",),
 }  # fmt: skip
 PARTITION_BY: dict[str, list[str]] = {
     "urls": ["origin_shard"], "origins": ["origin_shard"], "document_texts": [],

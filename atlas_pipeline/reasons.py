@@ -83,6 +83,11 @@ class Reason(StrEnum):
     RENDER_UNAVAILABLE = "render_unavailable"  # no browser: the raw HTML's text
 
 
+# Reasons of fetch records for URLs given back at the send gate: no request left, so the
+# origin saw none (audits and reports leave them out).
+UNSENT = frozenset({Reason.DEFERRED_BACKOFF.value, Reason.OWNERSHIP_LOST.value})
+
+
 # What `atlas inspect` prints beside a code: why the crawl decided so, in one line. Codes
 # without an entry are named only; a new code that a user can meet should get one.
 EXPLANATIONS: dict[str, str] = {

@@ -189,6 +189,16 @@ class ControlPlane:
             )
             return [dict(r._mapping) for r in rows]
 
+    def events_for(self, origins: Sequence[str], since: float) -> list[dict[str, Any]]:
+        """Audit rows about `origins` from `since` (epoch s) on, oldest first."""
+        with self._tx() as c:
+            rows = c.execute(
+                sa.select(events)
+                .where(events.c.origin.in_(sorted(set(origins))), events.c.at >= since)
+                .order_by(events.c.seq)
+            )
+            return [dict(r._mapping) for r in rows]
+
     def holding(self, origin: str) -> Holding | None:
         with self._tx() as c:
             row = c.execute(sa.select(holdings).where(holdings.c.origin == origin)).first()

@@ -18,6 +18,7 @@ from atlas_pipeline.crawl import (
     Engine,
     cluster_documents,
     export_origins,
+    export_ownership,
     export_render_classes,
     export_schedule,
     export_urls,
@@ -29,6 +30,7 @@ from atlas_pipeline.lake import SCHEMAS, Lake
 from atlas_pipeline.lake_reference import dbt_sources
 from atlas_pipeline.outbox import DELETE, UPSERT
 from atlas_pipeline.reasons import Reason
+from atlas_pipeline.regions.ownership import Action
 from atlas_pipeline.render_policy import RenderState
 from atlas_pipeline.robots import RobotsStatus
 from atlas_sandbox import SandboxServer, SandboxWeb
@@ -42,7 +44,7 @@ from resources.dbt import (
 )
 
 TABLES = ("urls", "frontier", "fetches", "documents", "links", "dedupe_clusters", "index_ready",
-          "recrawl_schedule", "origins", "document_texts", "render_classes")  # fmt: skip
+          "recrawl_schedule", "origins", "document_texts", "render_classes", "ownership")  # fmt: skip
 SCHEMA_YML = DBT_PROJECT_DIR / "models" / "staging" / "schema.yml"
 SOURCES_YML = DBT_PROJECT_DIR / "models" / "sources.yml"
 CYCLE = "c0001"
@@ -61,6 +63,7 @@ EXPECTED_ACCEPTED_VALUES = {
     ("stg_fetches", "reason", "kind <> 'robots'"): _values(Reason),
     ("stg_fetches", "reason", "kind = 'robots'"): _values(RobotsStatus),
     ("stg_render_classes", "state", None): _values(RenderState),
+    ("stg_ownership", "action", None): _values(Action),
     ("stg_links", "reason", None): _values(Reason),
     ("stg_dedupe_clusters", "method", None): list(METHODS),
     ("stg_index_ready", "action", None): [UPSERT, DELETE],
@@ -130,6 +133,7 @@ def lake_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 export_schedule(eng, CYCLE, shard)
                 export_origins(eng, CYCLE, shard)
                 export_render_classes(eng, CYCLE, shard)
+                export_ownership(eng, CYCLE, shard)
         finally:
             eng.close()
     return Path(cfg.lake_path)

@@ -48,7 +48,7 @@ def test_link_metadata_counts_reasons_and_trap_cuts_per_host() -> None:
 MEASURES = frozenset({
     # checks
     "age_s", "origins", "violations", "pages", "without_robots_policy", "documents", "empty",
-    "text_yield",
+    "text_yield", "origins_over_bound",
     # table metadata
     "dagster/partition_row_count", "dagster/row_count",
     # fetch batch

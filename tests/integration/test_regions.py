@@ -17,10 +17,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import polars as pl
 import psycopg
 
+from atlas_pipeline.config import load_config
+from atlas_pipeline.lake import Lake
+from atlas_pipeline.regions.audit import handoff_overshoot
 from atlas_pipeline.regions.control_plane import ControlPlane
 from atlas_pipeline.regions.ownership import TakeoverRule, extra_requests, overshoot_bound
+from atlas_pipeline.urls import shard_key
 from atlas_sandbox import normalize_url
 from tests.conftest import ROOT, SandboxProcess, sandbox_config, write_config
 from tests.tcpproxy import TcpProxy
@@ -35,7 +40,7 @@ REGION_WORKER = """
 import json, sys, time
 from pathlib import Path
 from atlas_pipeline.config import load_config
-from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
+from atlas_pipeline.crawl import Engine, export_ownership, fetch_shard, plan_frontier
 
 if __name__ == "__main__":
     engine = Engine.from_config(load_config(sys.argv[1]))
@@ -44,6 +49,7 @@ if __name__ == "__main__":
         time.sleep(0.01)
     plan_frontier(engine, "c0001", 0)
     result = fetch_shard(engine, "c0001", 0, holder=sys.argv[3])
+    export_ownership(engine, "c0001", 0)
     print(json.dumps({"requests": result.stats.requests, "not_owned": result.stats.not_owned,
                       "ownership": result.stats.ownership,
                       "outcomes": dict(result.stats.outcomes)}), flush=True)
@@ -182,6 +188,23 @@ def test_two_regions_split_origins_fail_over_under_a_partition_and_keep_shares(
         gaps = [b - a for a, b in itertools.pairwise(mine)]
         assert gaps and min(gaps) >= GAP_S / share - TOLERANCE_S, (region, min(gaps))
     assert any(r == "eu" and cut_at < t < restored_at for t, r in by_origin[shared_host])
+    # 6. The lake says the same: each region's ownership partition holds the audit of its
+    # origins, and the handoff check's rule, over both regions' fetches, finds every origin
+    # within its bound and each share kept.
+    lakes = {r: Lake(tmp_path / r / "lake") for r in ("eu", "us")}
+    owned = lakes["eu"].read_partition("ownership", "c0001", shard_key(0))
+    assert set(owned["action"]) >= {"grant", "renew", "reject_stale"}
+    assert set(owned["reported_by"]) == {"eu"} and set(owned["region"]) == {"eu", "us"}
+    cfg = load_config(tmp_path / "eu" / "atlas.yaml")
+    report = handoff_overshoot(
+        {r: lake.read_partition("fetches", "c0001", shard_key(0)) for r, lake in lakes.items()},
+        cfg,
+        {},
+    )
+    assert report.height == len(by_origin) + 1 and report["ok"].all(), report
+    exclusive = report.filter(pl.col("region") == "*")
+    assert dict(zip(exclusive["origin"].str.extract(r"//([^:]+)"), exclusive["extra"],
+                    strict=True)) == overshoot  # fmt: skip
     print("regions:", {r: o["requests"] for r, o in outputs.items()},
           "overshoot per origin:", overshoot, f"bound {bound.requests:g} ({bound.why})",
           "stale renewals turned away:", len(stale), "held back at send:",

@@ -134,6 +134,7 @@ class OwnershipKeeper:
                         self.region, now - self._down_since)  # fmt: skip
             self._down_since = None
         self.stats.asks += 1
+        regions = self.cfg.regions
         rows = []
         for a in answers:
             v = a.verdict
@@ -155,10 +156,14 @@ class OwnershipKeeper:
                     self.stats.refused += 1
                 if lost is not None or v.action is Action.REJECT_STALE:
                     log.warning("region %s lost %s: %s", self.region, a.origin, v.detail)
+                if holder not in (None, self.region) and regions.takeover == "immediate":
+                    # a silent owner may be taken over before its lease ends: look again
+                    # well within the silence that allows it, not only once the lease is out
+                    until = min(until, now + regions.silent_after_s / 2)
                 if holder is None and homes[a.origin] != self.region:
                     # its home region is up and serves it: look again once it might not be
                     holder = homes[a.origin]
-                    until = now + self.cfg.regions.home_silent_s
+                    until = now + regions.home_silent_s
             rows.append(OwnerRow(a.origin, holder, v.token, until))
         return rows
 

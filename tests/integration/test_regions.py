@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import polars as pl
 import psycopg
+import pytest
 
 from atlas_pipeline.config import load_config
 from atlas_pipeline.lake import Lake
@@ -34,6 +35,7 @@ GAP_S = 0.5
 LEASE_S = 3.0
 CUT_AT_S, CUT_FOR_S = 3.0, 7.0  # the cut outlasts the lease by 4 s
 SHARES = {"eu": 0.6, "us": 0.4}
+SILENT_S = 1.5  # takeover: immediate steps in after this much silence, half a lease early
 TOLERANCE_S = 0.08  # the server's own scheduling delay on two busy cores
 
 REGION_WORKER = """
@@ -57,7 +59,7 @@ if __name__ == "__main__":
 
 
 def _region_config(sandbox: SandboxProcess, tmp_path: Path, region: str, plane_url: str,
-                   homes: dict[str, str], shared: str) -> Path:  # fmt: skip
+                   homes: dict[str, str], shared: str, takeover: str) -> Path:  # fmt: skip
     data = tmp_path / region
     data.mkdir()
     cfg = sandbox_config(
@@ -66,7 +68,8 @@ def _region_config(sandbox: SandboxProcess, tmp_path: Path, region: str, plane_u
         limits={"total_timeout_s": 10, "batch_max_idle_s": 60},
         regions={"name": region, "members": ["eu", "us"], "control_plane_url": plane_url,
                  "lease_s": LEASE_S, "renew_every_s": 0.5, "dispatch_margin_s": 0.3,
-                 "home_silent_s": LEASE_S, "homes": homes,
+                 "home_silent_s": LEASE_S, "homes": homes, "takeover": takeover,
+                 "silent_after_s": SILENT_S,
                  "shares": [{"origin": shared, "shares": SHARES}]},
     )  # fmt: skip
     return write_config(data / "atlas.yaml", cfg)
@@ -74,14 +77,15 @@ def _region_config(sandbox: SandboxProcess, tmp_path: Path, region: str, plane_u
 
 def _run_regions(sandbox: SandboxProcess, tmp_path: Path, plane_url: str,
                  homes: dict[str, str], shared: str,
-                 meanwhile: Callable[[dict[str, TcpProxy]], None]) -> dict[str, Any]:  # fmt: skip
+                 meanwhile: Callable[[dict[str, TcpProxy]], None],
+                 takeover: str = "lapse") -> dict[str, Any]:  # fmt: skip
     """Both regions crawl c0001 in their own processes, each reaching the control plane
     through its own proxy, while `meanwhile` cuts and restores the proxies; their outputs."""
     proxies = {r: TcpProxy("127.0.0.1", 5432) for r in ("eu", "us")}
     configs = {
         r: _region_config(sandbox, tmp_path, r,
                           plane_url.replace("127.0.0.1:5432", f"127.0.0.1:{p.port}"),
-                          homes, shared)
+                          homes, shared, takeover)
         for r, p in proxies.items()
     }  # fmt: skip
     ControlPlane(plane_url, TakeoverRule(LEASE_S)).close()  # its schema, before the race
@@ -116,8 +120,9 @@ def _region_of(entry: dict[str, Any]) -> str:
     return "eu" if "region eu" in agent else "us" if "region us" in agent else "?"
 
 
+@pytest.mark.parametrize("takeover", ["lapse", "immediate"])
 def test_two_regions_split_origins_fail_over_under_a_partition_and_keep_shares(
-    sandbox: SandboxProcess, tmp_path: Path, pg_schema_url: str
+    sandbox: SandboxProcess, tmp_path: Path, pg_schema_url: str, takeover: str
 ) -> None:
     hosts = sandbox.web.hosts
     shared_host, rest = hosts[0], hosts[1:]
@@ -133,7 +138,7 @@ def test_two_regions_split_origins_fail_over_under_a_partition_and_keep_shares(
         cut["restored"] = time.time()
         proxies["eu"].restore()
 
-    outputs = _run_regions(sandbox, tmp_path, pg_schema_url, homes, shared, partition)
+    outputs = _run_regions(sandbox, tmp_path, pg_schema_url, homes, shared, partition, takeover)
     cut_at, restored_at = cut["at"], cut["restored"]
     log = sorted(sandbox.log.entries(), key=lambda e: e["start"])
     by_origin: dict[str, list[tuple[float, str]]] = defaultdict(list)
@@ -163,10 +168,14 @@ def test_two_regions_split_origins_fail_over_under_a_partition_and_keep_shares(
     # 3. us takes eu's origins over with a higher token once their leases lapsed, and eu's
     # renewals under the old token are turned away and counted, on both sides.
     eu_homes = [sandbox.web.origin_url(h) for h, r in homes.items() if r == "eu"]
+    taken = "takeover" if takeover == "immediate" else "grant"
     for origin in eu_homes:
-        grants = [(e["region"], e["token"]) for e in audit
-                  if e["origin"] == origin and e["action"] == "grant"]  # fmt: skip
-        assert grants[0] == ("eu", 1) and ("us", 2) in grants, (origin, grants)
+        grants = [(e["region"], e["token"], e["action"]) for e in audit
+                  if e["origin"] == origin and e["action"] in ("grant", "takeover")]  # fmt: skip
+        assert grants[0] == ("eu", 1, "grant") and ("us", 2, taken) in grants, (origin, grants)
+        if takeover == "immediate":  # before eu's lease ran out: the overlap the bound covers
+            at = next(e["at"] for e in audit if e["origin"] == origin and e["token"] == 2)
+            assert at < cut_at + LEASE_S, (origin, at - cut_at)
     stale = [e for e in audit if e["action"] == "reject_stale" and e["region"] == "eu"]
     assert stale and all(e["asked_token"] < e["token"] for e in stale)
     assert outputs["eu"]["ownership"]["rejected_stale"] == len(stale)
@@ -176,8 +185,9 @@ def test_two_regions_split_origins_fail_over_under_a_partition_and_keep_shares(
     assert took_over == {h for h, r in homes.items() if r == "eu"}, took_over
 
     # 4. The union of both regions' requests keeps each exclusive origin's gap, handoff
-    # included: at most the bound of a take-over after lapse (the requests in flight).
-    bound = overshoot_bound(LEASE_S, GAP_S, 1, immediate=False)
+    # included: at most the bound atlas config prints (after lapse: the requests in flight;
+    # at once: lease x rate + in flight).
+    bound = overshoot_bound(LEASE_S, GAP_S, 1, immediate=takeover == "immediate")
     overshoot = {h: extra_requests([t for t, _ in starts], GAP_S, TOLERANCE_S)
                  for h, starts in by_origin.items() if h != shared_host}  # fmt: skip
     assert max(overshoot.values()) <= bound.requests, (overshoot, bound)

@@ -309,10 +309,17 @@ class FetchBatch:
 
     async def _keep_owners(self, once: bool = False) -> None:
         """Regions: renew and ask for leases every `regions.renew_every_s`, on the body
-        threads (a network call and a store write; never on the loop)."""
+        threads (a network call and a store write; never on the loop). The first round's
+        error fails the batch (a control plane that cannot work, say); a later one is logged
+        and the round tried again, while the leases held run out on their own."""
         assert self.owners is not None
         while True:
-            await self._blob(refresh_quietly, self.owners)
+            try:
+                await self._blob(refresh_quietly, self.owners)
+            except Exception:
+                if once:
+                    raise
+                log.exception("region %s: renewing ownership failed", self.owners.region)
             self._wake.set()  # an origin just granted may be claimed at once
             if once:
                 return
@@ -427,6 +434,9 @@ class FetchBatch:
 
     async def _hold_slot(self, origin: str, shard: int, now: float,
                          hold_s: float) -> tuple[float, float, str | None]:  # fmt: skip
+        # regions: an origin this region holds no lease on is asked for at the next renewal
+        # (the store's slot says no until then)
+        self._not_owned(origin, None)
         return await self._off(self.store.hold_slot, origin, shard, now, hold_s)
 
     async def _release_sub_slot(self, slot_id: str) -> None:

@@ -496,6 +496,16 @@ class Regions(_Section):
     """The other regions' lake roots (region -> root, same storage options): the
     handoff_overshoot check judges each origin on every region's requests."""
 
+    @field_validator("control_plane_url")
+    @classmethod
+    def _plane_scheme(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
+            raise ValueError(
+                f"{redact_userinfo(url)!r} is not a control plane URL: use "
+                "postgresql://user@host:5432/db or sqlite:///path"
+            )
+        return url
+
     @model_validator(mode="after")
     def _consistent(self) -> Regions:
         if not self.name:

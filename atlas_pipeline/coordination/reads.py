@@ -64,10 +64,15 @@ class ReadStore(StoreCore):
     def open_url_count(self, cycle: str, shard: int) -> int:
         """URLs queued for partition (cycle, shard) and not done yet (eligible, waiting for a
         retry or leased)."""
+        # regions: an origin another region holds or serves (as last heard) is its work
+        region = self.default_policy.region
+        theirs = ("" if not region else
+                  """ AND NOT EXISTS (SELECT 1 FROM origins o WHERE o.origin = urls.origin
+                       AND o.owner_region IS NOT NULL AND o.owner_region <> :region)""")  # fmt: skip
         row = self._select(
-            """SELECT COUNT(*) FROM urls WHERE cycle = :cycle AND shard = :shard
-               AND state IN ('eligible', 'failed_retryable', 'leased')""",
-            {"cycle": cycle, "shard": shard},
+            f"""SELECT COUNT(*) FROM urls WHERE cycle = :cycle AND shard = :shard
+               AND state IN ('eligible', 'failed_retryable', 'leased'){theirs}""",
+            {"cycle": cycle, "shard": shard, "region": region},
         ).fetchone()
         return int(row[0])
 

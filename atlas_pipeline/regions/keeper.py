@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config import CrawlConfig
+from ..coordination.base import CoordinationStore
 from ..coordination.owners import OwnerRow
 from ..errors import StoreUnavailable
 from ..urls import host_of, origin_of
@@ -46,7 +47,7 @@ class KeeperStats:
 
 
 class OwnershipKeeper:
-    def __init__(self, cfg: CrawlConfig, store: object, cycle: str, shard: int,
+    def __init__(self, cfg: CrawlConfig, store: CoordinationStore, cycle: str, shard: int,
                  clock: Callable[[], float]) -> None:  # fmt: skip
         self.cfg, self.region = cfg, cfg.regions.name
         self.store, self.cycle, self.shard, self.clock = store, cycle, shard, clock
@@ -55,6 +56,7 @@ class OwnershipKeeper:
         self._view: dict[str, tuple[int, float]] = {}  # origin -> (token, lease end)
         self._lock = threading.Lock()  # refresh runs on a thread, refusal on the loop
         self._down_since: float | None = None
+        self._extra: set[str] = set()  # origins a rendered page's subrequests need
 
     def close(self) -> None:
         if self._plane is not None:
@@ -65,6 +67,8 @@ class OwnershipKeeper:
         may). With `lease_token` None, any lease the region holds will do (a subrequest)."""
         with self._lock:
             token, until = self._view.get(origin, (0, 0.0))
+            if lease_token is None and token == 0:
+                self._extra.add(origin)  # ask for it at the next renewal
         asked = token if lease_token is None else lease_token
         return may_dispatch(token, until, asked, now, self.cfg.regions.dispatch_margin_s)
 
@@ -73,7 +77,12 @@ class OwnershipKeeper:
         leases held, asks for the origins with work nobody holds (as last heard) and gives
         back the leases of origins whose work is done."""
         now = self.clock()
-        wanted = self.store.ownership_wanted(self.cycle, self.shard)  # type: ignore[attr-defined]
+        wanted = self.store.ownership_wanted(self.cycle, self.shard)
+        with self._lock:
+            # a subrequest's origin (another shard's, maybe a CDN): asked for like one with work
+            wanted += [OwnerRow(o, self.region if o in self._view else None,
+                                self._view.get(o, (0, 0.0))[0], 0.0)
+                       for o in sorted(self._extra - {r.origin for r in wanted})]  # fmt: skip
         rows: list[OwnerRow] = []
         asks: list[tuple[str, int, str]] = []
         regions = self.cfg.regions
@@ -97,12 +106,12 @@ class OwnershipKeeper:
             done = [(o, t) for o, (t, _) in self._view.items()
                     if t != SHARE_TOKEN and o not in {r.origin for r in wanted}]  # fmt: skip
         rows += self._ask(asks, homes, done, now)
-        self.store.set_owners(rows)  # type: ignore[attr-defined]
+        self.store.set_owners(rows)
 
     def release_done(self) -> None:
         """The batch is over: give back the leases of origins with no work left in this
         region (another run of it may still be on the rest; those are renewed or lapse)."""
-        wanted = {r.origin for r in self.store.ownership_wanted(self.cycle, self.shard)}  # type: ignore[attr-defined]
+        wanted = {r.origin for r in self.store.ownership_wanted(self.cycle, self.shard)}
         with self._lock:
             done = [(o, t) for o, (t, _) in self._view.items()
                     if t != SHARE_TOKEN and o not in wanted]  # fmt: skip

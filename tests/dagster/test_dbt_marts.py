@@ -30,6 +30,7 @@ from atlas_pipeline.crawl import (
     Engine,
     cluster_documents,
     export_origins,
+    export_ownership,
     export_render_classes,
     export_schedule,
     export_urls,
@@ -99,6 +100,7 @@ def _cycle(eng: Engine, cycle: str, pool: ExtractorPool) -> None:
         export_schedule(eng, cycle, shard)
         export_origins(eng, cycle, shard)
         export_render_classes(eng, cycle, shard)
+        export_ownership(eng, cycle, shard)
 
 
 def _until_every_page_is_due(lake: Lake) -> float:

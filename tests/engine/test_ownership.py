@@ -346,6 +346,10 @@ BAD_REGIONS = [
         "shares sum to 1.1",
     ),
     ({"shares": [{"origin": "not a url", "shares": {"eu": 0.5}}]}, "is not an origin"),
+    (
+        {"control_plane_url": "mysql://cp/ownership"},
+        "is not a control plane URL: use postgresql://user@host:5432/db or sqlite:///path",
+    ),
 ]
 
 

@@ -242,8 +242,9 @@ def export_ownership(engine: Engine, cycle: str, shard: int) -> Written:
         first = (engine.lake.read_partition("fetches", cycle, shard_key(shard))
                  .select(pl.col("started_at").min()).item())  # fmt: skip
         since = first.timestamp() - engine.cfg.regions.lease_s if first is not None else time.time()
-        origins = [r["origin"] for r in engine.store.origin_rows(shard)]
-        rows = ownership_rows(engine.cfg, origins, since)
+        # a lease is on a politeness bucket: the origin, or its domain or address
+        keys = sorted({r["bucket"] or r["origin"] for r in engine.store.origin_rows(shard)})
+        rows = ownership_rows(engine.cfg, keys, since)
     return engine.lake.write_partition("ownership", rows, cycle, shard_key(shard))
 
 

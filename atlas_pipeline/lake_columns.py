@@ -126,7 +126,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "origin_shard": _SHARD,
         "seq": "The control plane's audit sequence number (the order it decided in).",
         "answered_at": "When the control plane answered.",
-        "origin": "scheme://host:port the answer is about.",
+        "origin": "What the lease is on: the origin (scheme://host:port), or with "
+        "politeness.bucket domain or ip the registrable domain or address of its bucket.",
         "region": "The region that asked (or released).",
         "action": "grant, renew, takeover (a silent owner's lease ended early), refuse, "
         "reject_stale (the ask carried a token older than the current one) or release.",

@@ -423,7 +423,8 @@ class CoordinationStore(Protocol):
 
     def render_class_rows(self, shard: int) -> list[dict[str, Any]]: ...
 
-    def ownership_wanted(self, cycle: str, shard: int) -> list[OwnerRow]: ...
+    def ownership_wanted(self, cycle: str, shard: int,
+                         also: Sequence[str] = ()) -> list[OwnerRow]: ...  # fmt: skip
 
     def set_owners(self, rows: Sequence[OwnerRow]) -> None: ...
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .core import StoreCore
+from .core import StoreCore, marks
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,24 +21,30 @@ class OwnerRow:
     token: int
     until: float
     share: float = 1.0  # this region's share of a split budget
+    bucket: str | None = None  # the politeness bucket (the lease's key); None: the origin
 
 
 class OwnerStore(StoreCore):
     """The ownership columns of the origins table."""
 
-    def ownership_wanted(self, cycle: str, shard: int) -> list[OwnerRow]:
-        """This shard's origins with work left in `cycle` (queued or in flight), with the
-        ownership this region last heard of."""
+    def ownership_wanted(self, cycle: str, shard: int,
+                         also: Sequence[str] = ()) -> list[OwnerRow]:  # fmt: skip
+        """This shard's origins with work left in `cycle` (queued or in flight), and the
+        origins `also` names, with their buckets and the ownership this region last heard
+        of, bucket by bucket."""
+        named, params = marks("also", also)
         rows = self._select(
-            """SELECT o.origin, o.owner_region, o.owner_token, o.owner_until, o.share
-               FROM origins o WHERE o.shard = :shard AND EXISTS (
+            f"""SELECT o.origin, o.owner_region, o.owner_token, o.owner_until, o.share, o.bucket
+               FROM origins o WHERE (o.shard = :shard AND EXISTS (
                  SELECT 1 FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
-                   AND u.state IN ('eligible', 'failed_retryable', 'leased'))
-               ORDER BY o.origin""",
-            {"shard": shard, "cycle": cycle},
+                   AND u.state IN ('eligible', 'failed_retryable', 'leased')))
+                 {f"OR o.origin IN ({named})" if also else ""}
+               ORDER BY o.bucket, o.origin""",
+            {"shard": shard, "cycle": cycle, **params},
         ).fetchall()
         return [OwnerRow(r["origin"], r["owner_region"], int(r["owner_token"]),
-                         float(r["owner_until"]), float(r["share"])) for r in rows]  # fmt: skip
+                         float(r["owner_until"]), float(r["share"]), r["bucket"])
+                for r in rows]  # fmt: skip
 
     def set_owners(self, rows: Sequence[OwnerRow]) -> None:
         """Record what the control plane answered (or what the config's shares say)."""

@@ -57,6 +57,8 @@ class OwnershipKeeper:
         self._lock = threading.Lock()  # refresh runs on a thread, refusal on the loop
         self._down_since: float | None = None
         self._extra: set[str] = set()  # origins a rendered page's subrequests need
+        self._keys: dict[str, int] = {}  # the leases held: bucket -> token
+        self._key_of: dict[str, str] = {}  # origin -> the bucket its lease is on
 
     def close(self) -> None:
         if self._plane is not None:
@@ -75,46 +77,50 @@ class OwnershipKeeper:
     def refresh(self) -> None:
         """One round: shares from the config, then one control-plane call that renews the
         leases held, asks for the origins with work nobody holds (as last heard) and gives
-        back the leases of origins whose work is done."""
+        back the leases of origins whose work is done.
+
+        A lease covers a politeness bucket (an origin; with politeness.bucket domain or ip,
+        every origin of the registrable domain or address), since the bucket's gap is the
+        limit: two regions holding two origins of one bucket would each keep it alone."""
         now = self.clock()
-        wanted = self.store.ownership_wanted(self.cycle, self.shard)
         with self._lock:
-            # a subrequest's origin (another shard's, maybe a CDN): asked for like one with work
-            wanted += [OwnerRow(o, self.region if o in self._view else None,
-                                self._view.get(o, (0, 0.0))[0], 0.0)
-                       for o in sorted(self._extra - {r.origin for r in wanted})]  # fmt: skip
+            extra = sorted(self._extra)  # subrequests' origins (another shard's, a CDN)
+        wanted = self.store.ownership_wanted(self.cycle, self.shard, extra)
         rows: list[OwnerRow] = []
-        asks: list[tuple[str, int, str]] = []
         regions = self.cfg.regions
-        homes: dict[str, str] = {}
+        groups: dict[str, list[OwnerRow]] = {}
         for row in wanted:
             share = regions.share_of(row.origin)
-            if share is not None:
-                if share > 0:
-                    rows.append(OwnerRow(row.origin, self.region, SHARE_TOKEN, FOREVER, share))
-                    self._hold(row.origin, SHARE_TOKEN, FOREVER)
-                else:
-                    rows.append(OwnerRow(row.origin, NO_SHARE, SHARE_TOKEN, FOREVER, 1.0))
-                continue
-            if row.region not in (None, self.region) and row.until > now:
+            if share is None:
+                groups.setdefault(row.bucket or row.origin, []).append(row)
+            elif share > 0:
+                rows.append(OwnerRow(row.origin, self.region, SHARE_TOKEN, FOREVER, share))
+                self._hold(row.origin, SHARE_TOKEN, FOREVER)
+            else:
+                rows.append(OwnerRow(row.origin, NO_SHARE, SHARE_TOKEN, FOREVER, 1.0))
+        asks: list[tuple[str, int, str]] = []
+        homes: dict[str, str] = {}
+        for key, members in groups.items():
+            heard = members[0]  # one answer covers the bucket: its origins were told alike
+            if heard.region not in (None, self.region) and heard.until > now:
                 continue  # another region's, as last heard: ask once that has run out
-            token = row.token if row.region == self.region else 0
-            homes[row.origin] = home_region(row.origin, host_of(row.origin), regions.members,
-                                            regions.homes)  # fmt: skip
-            asks.append((row.origin, token, homes[row.origin]))
+            token = next((m.token for m in members if m.region == self.region), 0)
+            homes[key] = home_region(key, _host(key), regions.members, regions.homes)
+            asks.append((key, token, homes[key]))
         with self._lock:
-            done = [(o, t) for o, (t, _) in self._view.items()
-                    if t != SHARE_TOKEN and o not in {r.origin for r in wanted}]  # fmt: skip
-        rows += self._ask(asks, homes, done, now)
+            done = [(k, t) for k, t in self._keys.items() if k not in groups]
+        rows += self._ask(asks, homes, groups, done, now)
         self.store.set_owners(rows)
 
     def release_done(self) -> None:
-        """The batch is over: give back the leases of origins with no work left in this
+        """The batch is over: give back the leases of buckets with no work left in this
         region (another run of it may still be on the rest; those are renewed or lapse)."""
-        wanted = {r.origin for r in self.store.ownership_wanted(self.cycle, self.shard)}
         with self._lock:
-            done = [(o, t) for o, (t, _) in self._view.items()
-                    if t != SHARE_TOKEN and o not in wanted]  # fmt: skip
+            extra = sorted(self._extra)
+        wanted = self.store.ownership_wanted(self.cycle, self.shard, extra)
+        keys = {r.bucket or r.origin for r in wanted}
+        with self._lock:
+            done = [(k, t) for k, t in self._keys.items() if k not in keys]
         if done and self._plane is not None:
             try:
                 self._plane.release(self.region, done, self.clock())
@@ -122,7 +128,8 @@ class OwnershipKeeper:
                 log.warning("region %s: leases left to lapse: %s", self.region, exc)
 
     def _ask(self, asks: list[tuple[str, int, str]], homes: dict[str, str],
-             done: list[tuple[str, int]], now: float) -> list[OwnerRow]:  # fmt: skip
+             groups: dict[str, list[OwnerRow]], done: list[tuple[str, int]],
+             now: float) -> list[OwnerRow]:  # fmt: skip
         try:
             if self._plane is None:
                 self._plane = ControlPlane(self.cfg.control_plane, takeover_rule(self.cfg))
@@ -136,8 +143,10 @@ class OwnershipKeeper:
                 log.warning("region %s: %s; leases held run out unrenewed", self.region, exc)
             return []
         with self._lock:
-            for origin, _ in done:
-                self._view.pop(origin, None)
+            for key, _ in done:
+                self._keys.pop(key, None)
+                for origin in [o for o, k in self._key_of.items() if k == key]:
+                    self._view.pop(origin, None)
         if self._down_since is not None:
             log.warning("region %s: the control plane answers again after %.1f s",
                         self.region, now - self._down_since)  # fmt: skip
@@ -146,10 +155,13 @@ class OwnershipKeeper:
         regions = self.cfg.regions
         rows = []
         for a in answers:
-            v = a.verdict
+            v, members = a.verdict, [m.origin for m in groups[a.origin]]
             holder, until = a.holder, a.holder_until
             if v.held:
-                self._hold(a.origin, v.token, v.lease_until)
+                with self._lock:
+                    self._keys[a.origin] = v.token
+                for origin in members:
+                    self._hold(origin, v.token, v.lease_until, a.origin)
                 if v.action is Action.RENEW:
                     self.stats.renewed += 1
                 else:
@@ -158,7 +170,9 @@ class OwnershipKeeper:
                              v.token, v.action.value)  # fmt: skip
             else:
                 with self._lock:
-                    lost = self._view.pop(a.origin, None)
+                    lost = self._keys.pop(a.origin, None)
+                    for origin in members:
+                        self._view.pop(origin, None)
                 if v.action is Action.REJECT_STALE:
                     self.stats.rejected_stale += 1
                 else:
@@ -173,12 +187,19 @@ class OwnershipKeeper:
                     # its home region is up and serves it: look again once it might not be
                     holder = homes[a.origin]
                     until = now + regions.home_silent_s
-            rows.append(OwnerRow(a.origin, holder, v.token, until))
+            rows += [OwnerRow(origin, holder, v.token, until) for origin in members]
         return rows
 
-    def _hold(self, origin: str, token: int, until: float) -> None:
+    def _hold(self, origin: str, token: int, until: float, key: str | None = None) -> None:
         with self._lock:
             self._view[origin] = (token, until)
+            if key is not None:
+                self._key_of[origin] = key
+
+
+def _host(key: str) -> str:
+    """The host a lease key names: an origin's, or the key itself (a domain, an address)."""
+    return host_of(key) if "://" in key else key
 
 
 def refresh_quietly(keeper: OwnershipKeeper) -> None:

@@ -22,6 +22,7 @@ from atlas_pipeline.crawl import Engine, plan_frontier
 from atlas_pipeline.extractor_pool import ExtractorPool
 from atlas_pipeline.reasons import Reason
 from atlas_pipeline.regions.control_plane import ControlPlane
+from atlas_pipeline.regions.keeper import OwnershipKeeper
 from atlas_pipeline.regions.ownership import Action, TakeoverRule
 from tests.conftest import SandboxProcess, sandbox_config
 from tests.integration.test_retry_after_at_send import _claim, _fetch
@@ -73,3 +74,32 @@ def test_a_page_claimed_under_a_lost_token_goes_back_unsent(
     assert batch.stats.not_owned == 1
     assert batch.stats.outcomes[Reason.OWNERSHIP_LOST.value] == 1
     assert batch.stats.ownership["rejected_stale"] == 1
+
+
+def test_a_lease_covers_a_whole_domain_bucket(sandbox: SandboxProcess, tmp_path: Path) -> None:
+    """With politeness.bucket domain every origin of example.test shares one clock, so one
+    lease covers them all: a region never holds part of a bucket another region paces."""
+    plane_url = f"sqlite:///{tmp_path / 'plane.db'}"
+    cfg = config_from_mapping(sandbox_config(
+        sandbox, tmp_path, shards=1, politeness={"bucket": "domain"},
+        regions={"name": "eu", "members": ["eu", "us"], "control_plane_url": plane_url,
+                 "homes": {"example.test": "eu"}},
+    ), base_dir=tmp_path)  # fmt: skip
+    engine = Engine.from_config(cfg)
+    plan_frontier(engine, "c0001", 0)
+    keeper = OwnershipKeeper(cfg, engine.store, "c0001", 0, time.time)
+    keeper.refresh()
+    now = time.time()
+    owners = {(r.region, r.token, r.bucket) for r in engine.store.ownership_wanted("c0001", 0)}
+    origins = [sandbox.web.origin_url(h) for h in sandbox.web.hosts]
+    refusals = [keeper.refusal(o, 1, now) for o in origins]
+    keeper.release_done()  # work is left: nothing is given back
+    keeper.close()
+    engine.close()
+    plane = ControlPlane(plane_url, TakeoverRule(30.0))
+    events = plane.events_after(0)
+    plane.close()
+    assert [(e["origin"], e["action"], e["token"]) for e in events] == [
+        ("example.test", "grant", 1)]  # fmt: skip
+    assert owners == {("eu", 1, "example.test")}
+    assert refusals == [None] * len(origins)

@@ -38,6 +38,7 @@ from .core import (
     url_digest,
 )
 from .origins import OriginStore
+from .writes import ADMITTED, TRAP_COUNTS
 
 # the columns of a URL row as discovery inserts it (the order of its row tuples)
 _URL_COLUMNS = ("url", "discovered_url", "origin", "shard", "depth", "priority", "state",
@@ -143,11 +144,8 @@ class CatalogueStore(OriginStore):
             elif queued_cycle is not None:
                 counts[origin] -= 1  # another writer inserted it first
         if cycle is not None:
-            c.executemany(
-                """UPDATE origins SET admitted_cycle = :cycle, admitted_count = :n
-                   WHERE origin = :origin""",
-                [{"cycle": cycle, "n": n, "origin": o} for o, n in counts.items()],
-            )
+            self._many(c, ADMITTED, [{"cycle": cycle, "n": n, "origin": o}
+                                     for o, n in sorted(counts.items())])  # fmt: skip
         return decisions
 
     def _trap_counts(
@@ -188,14 +186,8 @@ class CatalogueStore(OriginStore):
         for origin, k in inserted:
             for kind, key in counted_keys(k):
                 added[(origin, kind, key)] += 1
-        c.executemany(
-            """INSERT INTO trap_counts (origin, kind, key, n) VALUES (:origin, :kind, :key, :n)
-               ON CONFLICT (origin, kind, key) DO UPDATE SET n = trap_counts.n + excluded.n""",
-            [
-                {"origin": origin, "kind": kind, "key": key, "n": n}
-                for (origin, kind, key), n in sorted(added.items())
-            ],
-        )
+        self._many(c, TRAP_COUNTS, [{"origin": origin, "kind": kind, "key": key, "n": n}
+                                     for (origin, kind, key), n in sorted(added.items())])  # fmt: skip
 
     def _trap_cut(
         self, x: Candidate, keys: TrapKeys, counts: Counter[tuple[str, str, str]]

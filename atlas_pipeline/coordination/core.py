@@ -11,6 +11,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,23 @@ _INSERT_RECORD = """INSERT INTO fetch_records
 _PAUSED = """SELECT 1 FROM pauses p WHERE (p.scope = 'origin' AND p.value = o.origin)
              OR (p.scope = 'domain' AND p.value = o.registrable_domain)"""
 _SCAN = 16  # URLs of one origin looked at per claim before giving up on robots-blocked ones
+
+
+@dataclass(frozen=True, slots=True)
+class Many:
+    """A write of many rows. `each` is the statement for one row (:named parameters), which
+    SQLite runs per row; `pg`, if given, is PostgreSQL's statement for all rows at once,
+    reading them as `v` from the JSON array that %(rows)s stands for (postgres.py), and the
+    rows' `key` column as the array %(keys)s.
+
+    An UPDATE names its rows by key as well as joining them (`t.key = ANY(%(keys)s)`) and is
+    planned for those keys each time (not prepared): the planner takes a JSON array for 100
+    rows and an array parameter for 10, and would rather scan a partial index full of dead
+    entries (urls_leases: every lease leaves one until a vacuum) than look up 8 URLs."""
+
+    each: str
+    pg: str | None = None
+    key: str | None = None
 
 
 def marks(name: str, values: Iterable[Any]) -> tuple[str, dict[str, Any]]:
@@ -137,6 +155,11 @@ class StoreCore:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+    def _many(self, c: Conn, many: Many, rows: list[dict[str, Any]]) -> None:
+        """Run `many` for `rows` (SQLite: one statement a row; PostgreSQL: one for all)."""
+        if rows:
+            c.executemany(many.each, rows)
 
     def _lock_migrations(self, c: Conn) -> None:
         """One store opener at a time past the schema check (IMMEDIATE already makes it so

@@ -33,6 +33,7 @@ from .core import (
     _has_capacity,
     greatest,
 )
+from .writes import NEW_ORIGINS
 
 
 class OriginStore(StoreCore):
@@ -82,12 +83,9 @@ class OriginStore(StoreCore):
         p = self.default_policy
         columns = ("origin", "shard", "min_gap_s", "max_in_flight", "registrable_domain", "bucket",
                    "fair_class")  # fmt: skip
-        c.executemany(
-            """INSERT INTO origins
-               (origin, shard, min_gap_s, max_in_flight, registrable_domain, bucket, fair_class)
-               VALUES (:origin, :shard, :min_gap_s, :max_in_flight, :registrable_domain, :bucket,
-                       :fair_class)
-               ON CONFLICT DO NOTHING""",
+        self._many(
+            c,
+            NEW_ORIGINS,
             [dict(zip(columns, row, strict=True)) for row in sorted(
                 # one insertion order for every writer: no lock-order deadlocks
                 (o, shard, p.min_gap_s, p.max_in_flight, d, *self._groups(o, d))

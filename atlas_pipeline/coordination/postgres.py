@@ -14,6 +14,8 @@ UPDATE, so cooperating runs on many machines see the same atomic claim as thread
 from __future__ import annotations
 
 import functools
+import json
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -25,20 +27,28 @@ from sqlalchemy.dialects import postgresql
 
 from ..errors import CoordinationError, StoreUnavailable
 from .base import Lease, OriginPolicy, Outcome, TrapCaps
+from .catalogue import _URL_COLUMNS
+from .core import Many
 from .migrate import MIGRATOR, engine_for
 from .sqlite import SqliteStore, url_digest
 
 _CLAIM_LOCK = 0x41544C53  # advisory lock class "ATLS"; the shard number is the second key
 
 
+# Many-row statements read their rows from one JSON array (json_to_recordset): psycopg dumps a
+# list parameter element by element in Python, and a group's 18 columns x 80 new URLs as
+# arrays cost the client more CPU than the insert costs the server; json.dumps is C.
 _INSERT_URLS = """
     INSERT INTO urls (url, discovered_url, origin, shard, depth, priority, state, reason, cycle,
                       robots_version, source, discovered_cycle, discovered_at, redirect_chain,
                       trap_pattern, trap_query, kind, url_hash)
-    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::int[],
-                         %s::float8[], %s::text[], %s::text[], %s::text[], %s::int[],
-                         %s::text[], %s::text[], %s::float8[], %s::text[], %s::text[],
-                         %s::text[], %s::text[], %s::int8[])
+    SELECT url, discovered_url, origin, shard, depth, priority, state, reason, cycle,
+           robots_version, source, discovered_cycle, discovered_at, redirect_chain,
+           trap_pattern, trap_query, kind, url_hash
+    FROM json_to_recordset(%(rows)s::json) AS v(url text, discovered_url text, origin text,
+        shard int, depth int, priority float8, state text, reason text, cycle text,
+        robots_version int, source text, discovered_cycle text, discovered_at float8,
+        redirect_chain text, trap_pattern text, trap_query text, kind text, url_hash int8)
     ON CONFLICT DO NOTHING RETURNING url"""
 
 _APPLY = """
@@ -53,12 +63,27 @@ _APPLY = """
         revisit_interval_s = COALESCE(v.interval, u.revisit_interval_s),
         revisit_reason = COALESCE(v.why, u.revisit_reason),
         change_rate = COALESCE(v.rate, u.change_rate)
-    FROM unnest(%(cols)s) AS v(url, fence, state, reason, due_at, status, etag, lm, ch, doc,
-                               hist, checked, changed, interval, why, rate)
-    WHERE u.url = v.url AND u.fence = v.fence AND u.state = 'leased'
+    FROM json_to_recordset(%(rows)s::json) AS v(url text, fence int, state text, reason text,
+        due_at float8, status int, etag text, lm text, ch text, doc text, hist text, checked int,
+        changed int, "interval" float8, why text, rate float8)
+    WHERE u.url = v.url AND u.fence = v.fence AND u.state = 'leased' AND u.url = ANY(%(keys)s)
     RETURNING u.url, u.fence"""
-_APPLY_TYPES = ("text", "int", "text", "text", "float8", "int", "text", "text", "text", "text",
-                "text", "int", "int", "float8", "text", "float8")  # fmt: skip
+_APPLY_COLUMNS = ("url", "fence", "state", "reason", "due_at", "status", "etag", "lm", "ch",
+                  "doc", "hist", "checked", "changed", "interval", "why", "rate")  # fmt: skip
+
+
+def _finite(value: Any) -> Any:
+    return value if not isinstance(value, float) or math.isfinite(value) else str(value)
+
+
+def rows_json(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows as the JSON array json_to_recordset reads. JSON has no infinity: such a float is
+    sent as the string "inf", which float8's input reads back as it was."""
+    try:
+        return json.dumps(rows, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        return json.dumps([{k: _finite(v) for k, v in r.items()} for r in rows],
+                          separators=(",", ":"))  # fmt: skip
 
 
 class _Row(tuple[Any, ...]):
@@ -231,21 +256,31 @@ class PostgresStore(SqliteStore):
             counts[origin] = int(n) if admitted_cycle == cycle else 0
         return counts
 
+    def _many(self, c: Any, many: Many, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        if many.pg is None:
+            c.executemany(many.each, rows)
+        else:
+            keys = [r[many.key] for r in rows] if many.key else None
+            # planned for its keys (a custom plan), see Many
+            c.raw.execute(many.pg, {"rows": rows_json(rows), "keys": keys}, prepare=not keys)
+
     def _apply_all(
         self, c: Any, results: Sequence[tuple[Lease, Outcome]], now: float
     ) -> list[bool]:
-        cols = [
-            [x.url, x.fence, o.state.value, o.reason, o.due_at, o.status, o.etag,
-             o.last_modified, o.content_hash, o.document_id, o.change_history, int(o.checked),
-             int(o.changed), o.revisit_interval_s, o.revisit_reason, o.change_rate]
-            for x, o in results
+        rows = [
+            dict(zip(_APPLY_COLUMNS, (
+                x.url, x.fence, o.state.value, o.reason, o.due_at, o.status, o.etag,
+                o.last_modified, o.content_hash, o.document_id, o.change_history,
+                int(o.checked), int(o.changed), o.revisit_interval_s, o.revisit_reason,
+                o.change_rate), strict=True))
+            for x, o in sorted(results, key=lambda r: r[0].url)  # one lock order
         ]  # fmt: skip
-        arrays = list(zip(*cols, strict=True))
-        sql = _APPLY.replace(
-            "%(cols)s",
-            ", ".join(f"%(a{i})s::{t}[]" for i, t in enumerate(_APPLY_TYPES)),
+        keys = [r["url"] for r in rows]
+        cur = c.raw.execute(
+            _APPLY, {"now": now, "rows": rows_json(rows), "keys": keys}, prepare=False
         )
-        cur = c.raw.execute(sql, {"now": now, **{f"a{i}": list(a) for i, a in enumerate(arrays)}})
         done = {(url, fence) for url, fence in cur.fetchall()}
         return [(x.url, x.fence) in done for x, _ in results]
 
@@ -255,11 +290,14 @@ class PostgresStore(SqliteStore):
         return self._confirmed([(r[0], int(r[1])) for r in cur.fetchall()], urls)
 
     def _insert_urls(self, c: Any, rows: list[tuple[Any, ...]]) -> set[str]:
-        """Insert-if-absent as one statement over arrays: a VALUES list of thousands of
+        """Insert-if-absent as one statement over a JSON array: a VALUES list of thousands of
         placeholders costs more to build and parse than the insert itself."""
         if not rows:
             return set()
-        cur = c.raw.execute(_INSERT_URLS, [list(col) for col in zip(*rows, strict=True)])
+        cur = c.raw.execute(
+            _INSERT_URLS,
+            {"rows": rows_json([dict(zip(_URL_COLUMNS, row, strict=True)) for row in rows])},
+        )
         return {r[0] for r in cur.fetchall()}
 
     def _lock_shard(self, c: Any, shard: int) -> None:

@@ -40,6 +40,7 @@ from .core import (
     _origin_slot,
 )
 from .origins import OriginStore
+from .writes import BLOCK, CLOCK, LEASE, RELEASE
 
 
 class QueueStore(OriginStore):
@@ -87,6 +88,8 @@ class QueueStore(OriginStore):
                 ready_now = c.execute(ready_sql + self._skip_locked, params).fetchall()
             ready_now = self._recount_in_flight(c, ready_now, now)
             claims: list[Lease | RobotsTask] = []
+            # robots-blocked URLs found on the way, written with the leases: one statement each
+            blocked: list[dict[str, Any]] = []
             clocks: list[tuple[Any, ...]] = []
             buckets: set[str] = set()  # buckets served by this call: one claim each
             # longest-waiting first (the clock is when an origin became eligible): aging
@@ -105,27 +108,26 @@ class QueueStore(OriginStore):
                     continue
                 looked = True
                 pending[cls] -= 1
-                got = self._claim_origin(c, origin, cycle, now, token, lease_s, limit - len(claims))
+                got = self._claim_origin(c, origin, cycle, now, token, lease_s, limit - len(claims),
+                                         blocked)  # fmt: skip
                 claims.extend(got)
                 if got:
                     clocks.append(_clock_update(origin["origin"], got[0]))
                     buckets.add(origin["bucket"])
                     scores[cls] = scores.get(cls, 0.0) + len(got)
+            self._many(c, BLOCK, blocked)
             if claims:
                 self._save_class_scores(c, shard, scores, now)
-                c.executemany(
+                leases = sorted((x for x in claims if isinstance(x, Lease)), key=lambda x: x.url)
+                self._many(c, LEASE, [
+                    {"lease_id": x.lease_id, "expires_at": x.expires_at, "fence": x.fence,
+                     "robots_version": x.robots_version, "url": x.url} for x in leases])  # fmt: skip
+                self._many(c, CLOCK, [
                     # in origin order, the order commits lock origins in: no deadlocks
-                    """UPDATE origins SET next_eligible_at = :next_eligible_at,
-                         robots_lease_id = CASE WHEN :robots THEN :lease_id
-                                           ELSE robots_lease_id END,
-                         robots_lease_until = CASE WHEN :robots THEN :lease_until
-                                              ELSE robots_lease_until END
-                       WHERE origin = :origin""",
-                    [{"next_eligible_at": t, "robots": robots, "lease_id": lease_id,
-                      "lease_until": until, "origin": origin}
-                     for t, robots, lease_id, _, until, origin
-                     in sorted(clocks, key=lambda u: u[-1])],
-                )  # fmt: skip
+                    {"next_eligible_at": t, "robots": robots, "lease_id": lease_id,
+                     "lease_until": until, "origin": origin}
+                    for t, robots, lease_id, _, until, origin
+                    in sorted(clocks, key=lambda u: u[-1])])  # fmt: skip
                 if self._shared_buckets:
                     # one clock per bucket: its other origins wait as long
                     self._push_clocks(c, [(u[-1], u[0], 0.0) for u in clocks])
@@ -172,8 +174,10 @@ class QueueStore(OriginStore):
         token: str,
         lease_s: float,
         limit: int,
+        blocked: list[dict[str, Any]],
     ) -> list[Lease | RobotsTask]:
-        """The robots task, or up to `limit` URLs of one origin (one while it has a gap)."""
+        """The robots task, or up to `limit` URLs of one origin (one while it has a gap);
+        the robots-blocked URLs passed on the way are added to `blocked`."""
         gap = float(origin["min_gap_s"]) + float(origin["adapt_gap_s"])
         if gap > 0:
             gap += self.default_policy.gap_guard_s
@@ -182,7 +186,7 @@ class QueueStore(OriginStore):
         free = int(origin["max_in_flight"]) - int(origin["in_flight"])
         n = 1 if gap > 0 else max(1, min(limit, free))
         return list(self._lease_best_urls(c, origin, self._policy(origin), cycle, now, token,
-                                          lease_s, gap, n))  # fmt: skip
+                                          lease_s, gap, n, blocked))  # fmt: skip
 
     def _when_next(self, c: Conn, cycle: str, shard: int, now: float) -> Wait | Drained:
         """Nothing is claimable now: when might something be (the slow, full look)?"""
@@ -231,6 +235,7 @@ class QueueStore(OriginStore):
         lease_s: float,
         gap: float,
         n: int,
+        blocked: list[dict[str, Any]],
     ) -> list[Lease]:
         rows = c.execute(
             """SELECT seq, url, depth, fence, attempts, etag, last_modified, redirect_chain, kind,
@@ -242,7 +247,6 @@ class QueueStore(OriginStore):
                  AND due_at <= :now ORDER BY priority DESC, seq LIMIT :n""",
             {"origin": origin["origin"], "cycle": cycle, "now": now, "n": _SCAN + n - 1},
         ).fetchall()
-        blocked: list[dict[str, Any]] = []
         leases: list[Lease] = []
         for row in rows:
             if len(leases) == n:
@@ -277,29 +281,6 @@ class QueueStore(OriginStore):
                     conditional=bool(origin["validators_trusted"]),
                 )
             )
-        if blocked:
-            c.executemany(
-                """UPDATE urls SET state = 'blocked', reason = :reason, robots_version = :version
-                   WHERE seq = :seq""",
-                blocked,
-            )
-        if leases:
-            c.executemany(
-                """UPDATE urls SET state = 'leased', lease_id = :lease_id,
-                   lease_expires_at = :expires_at, fence = :fence, attempts = attempts + 1,
-                   slot_held = 1, robots_version = :robots_version, extended = 0
-                   WHERE url = :url""",
-                [
-                    {
-                        "lease_id": x.lease_id,
-                        "expires_at": x.expires_at,
-                        "fence": x.fence,
-                        "robots_version": x.robots_version,
-                        "url": x.url,
-                    }
-                    for x in leases
-                ],
-            )
         return leases
 
     def release_slots(self, finished: Sequence[tuple[str, int]]) -> None:
@@ -309,13 +290,8 @@ class QueueStore(OriginStore):
                 self._release(c, finished)
 
     def _release(self, c: Conn, finished: Sequence[tuple[str, int]]) -> None:
-        if finished:
-            c.executemany(
-                """UPDATE urls SET slot_held = 0
-                   WHERE url = :url AND fence = :fence AND state = 'leased'""",
-                # one lock order for every writer
-                [{"url": url, "fence": fence} for url, fence in sorted(finished)],
-            )
+        # one lock order for every writer
+        self._many(c, RELEASE, [{"url": url, "fence": fence} for url, fence in sorted(finished)])
 
     def extend_lease(self, lease: Lease, now: float, lease_s: float) -> Lease | None:
         """Extend a live lease once, with its current fence; None if it is stale, expired or

@@ -178,19 +178,8 @@ class StoreCore:
     def _lock_shard(self, c: Conn, shard: int) -> None:
         """Serialize frontier selection of one shard (IMMEDIATE does it here)."""
 
-    # How a claim keeps two claimers off one origin: SQLite's IMMEDIATE transactions let one
-    # writer in at a time, so nothing more is needed here; PostgreSQL locks the origin rows
-    # a claim takes and lets other claimers pass them (postgres.py).
-    _skip_locked = ""
-    _wait_locked = ""
-
     def _lock_claims(self, c: Conn, shard: int) -> None:
         """Whatever a claim of `shard` must lock before it reads the ready origins."""
-
-    def _recount_in_flight(self, c: Conn, ready: list[Row], now: float) -> list[Row]:
-        """The ready origins with their in-flight counts as of now (the claim's own reading
-        is current here: one writer at a time)."""
-        return ready
 
     def _operator_state(self, c: Conn) -> tuple[list[dict[str, Any]], list[Suppression]]:
         """Operator policies and suppressions, in one round trip (discovery needs both)."""

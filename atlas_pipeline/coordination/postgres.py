@@ -5,10 +5,11 @@ Statements are written once, with named parameters, in SQL both backends read as
 renders their parameters in psycopg's style. Only what PostgreSQL does better (arrays for
 bulk inserts and updates, row locks) has statements of its own here.
 
-A claim locks the origin rows it takes (FOR UPDATE SKIP LOCKED), so cooperating runs of one
-shard claim side by side and never the same origin; frontier selection of a shard is
-serialized with a transaction-scoped advisory lock, and admission counters are read FOR
-UPDATE, so cooperating runs on many machines see the same atomic claim as threads on one.
+A claim looks at the ready origins without a lock and locks each origin row it takes (FOR
+UPDATE SKIP LOCKED) as it reaches it, so cooperating runs of one shard claim side by side
+and never the same origin; frontier selection of a shard is serialized with a
+transaction-scoped advisory lock, and admission counters are read FOR UPDATE, so
+cooperating runs on many machines see the same atomic claim as threads on one.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from sqlalchemy.dialects import postgresql
 from ..errors import CoordinationError, StoreUnavailable
 from .base import Lease, OriginPolicy, Outcome, TrapCaps
 from .catalogue import _URL_COLUMNS
-from .core import Many
+from .core import _PAUSED, Many, _has_capacity
 from .migrate import MIGRATOR, engine_for
 from .sqlite import SqliteStore, url_digest
 
@@ -310,36 +311,51 @@ class PostgresStore(SqliteStore):
             "SELECT pg_advisory_xact_lock(:cls, :key)", {"cls": MIGRATOR[0], "key": MIGRATOR[1]}
         )
 
-    # A claim locks the ready origin rows it reads and passes those another claimer holds
-    # (the PostgreSQL job-queue pattern): runs of one shard claim different origins side by
-    # side and never one origin twice. A row another claimer just released is read again at
-    # its newest version, so its advanced clock keeps it out.
-    _skip_locked = " FOR UPDATE OF o SKIP LOCKED"
-    _wait_locked = " FOR UPDATE OF o"
-
     def _lock_claims(self, c: Any, shard: int) -> None:
         # One claim of a shared bucket (domain, IP) advances the clocks of origins it has not
         # locked: those claims still take turns per shard.
         if self._shared_buckets:
             self._lock_shard(c, shard)
 
-    def _recount_in_flight(self, c: Any, ready: list[Any], now: float) -> list[Any]:
-        # The locking read counted slots as of its snapshot, taken before it waited out or
-        # passed other claimers; a claimer that committed since may have leased this origin's
-        # free slots (a gap of 0 leaves its clock where it was). Count them again, now.
-        if not ready or self._shared_buckets:  # under the shard lock the reading is current
-            return ready
-        cur = c.raw.execute(
-            """SELECT origin, COUNT(*) FROM (
-                 SELECT origin FROM urls WHERE origin = ANY(%(o)s) AND slot_held = 1
-                   AND lease_expires_at > %(now)s
-                 UNION ALL SELECT origin FROM sub_slots WHERE origin = ANY(%(o)s)
-                   AND until > %(now)s) held GROUP BY origin""",
-            {"o": [o["origin"] for o in ready], "now": now},
-        )
-        held = {origin: int(n) for origin, n in cur.fetchall()}
-        return [{**dict(zip(o.keys(), o, strict=True)), "in_flight": held.get(o["origin"], 0)}
-                for o in ready]  # fmt: skip
+    _waits = True
+
+    def _take_origins(
+        self, c: Any, part: list[Any], now: float, params: dict[str, Any], wait: bool
+    ) -> dict[str, Any]:
+        # The origin rows a claim serves are locked as it reaches them, passing those another
+        # claimer holds (SKIP LOCKED, the PostgreSQL job-queue pattern): runs of one shard
+        # claim different origins side by side and never one origin twice. The look's
+        # conditions are judged again on the locked row, at its newest version: a claimer
+        # that committed since may have moved its clock.
+        if not part:
+            return {}
+        rows = c.execute(
+            f"""SELECT o.* FROM origins o WHERE o.origin = ANY(:origins)
+                  AND o.next_eligible_at <= :now AND o.backoff_until <= :now
+                  AND NOT EXISTS ({_PAUSED})
+                ORDER BY o.origin FOR UPDATE OF o{"" if wait else " SKIP LOCKED"}""",
+            {**params, "origins": [o["origin"] for o in part]},
+        ).fetchall()
+        if not rows:
+            return {}
+        if self._shared_buckets:  # under the shard lock the look's count is current
+            held = {o["origin"]: int(o["in_flight"]) for o in part}
+        else:
+            # The look counted slots as of its snapshot; a claimer that committed since may
+            # have leased this origin's free slots (a gap of 0 leaves its clock where it was).
+            # Count them again, now that the row is ours.
+            cur = c.raw.execute(
+                """SELECT origin, COUNT(*) FROM (
+                     SELECT origin FROM urls WHERE origin = ANY(%(o)s) AND slot_held = 1
+                       AND lease_expires_at > %(now)s
+                     UNION ALL SELECT origin FROM sub_slots WHERE origin = ANY(%(o)s)
+                       AND until > %(now)s) held GROUP BY origin""",
+                {"o": [r["origin"] for r in rows], "now": now},
+            )
+            held = {origin: int(n) for origin, n in cur.fetchall()}
+        taken = [{**dict(zip(r.keys(), r, strict=True)), "in_flight": held.get(r["origin"], 0)}
+                 for r in rows]  # fmt: skip
+        return {o["origin"]: o for o in taken if _has_capacity(o, now)}
 
     def _engine(self) -> sa.Engine:
         return engine_for(self.url, 5.0)

@@ -9,7 +9,7 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +175,10 @@ class StoreCore:
         """Lock the origin rows a commit group will update, all at once and in one order
         (IMMEDIATE already serializes writers here)."""
 
+    def _locked_origins(self, c: Conn) -> Collection[str]:
+        """Origins this transaction has locked (_lock_origins), so known to exist."""
+        return ()
+
     def _lock_shard(self, c: Conn, shard: int) -> None:
         """Serialize frontier selection of one shard (IMMEDIATE does it here)."""
 
@@ -234,6 +238,7 @@ def _has_capacity(origin: Row, now: float) -> bool:
     return has_capacity(_origin_slot(origin), now)
 
 
+@functools.lru_cache(maxsize=8192)  # a discovery asks for each digest three times
 def url_digest(url: str) -> int:
     """64 bits of SHA-256 as a signed integer (both backends' INTEGER/BIGINT)."""
     return int.from_bytes(hashlib.sha256(url.encode("utf-8")).digest()[:8], "big", signed=True)

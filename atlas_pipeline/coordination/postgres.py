@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -102,7 +102,11 @@ class _Row(tuple[Any, ...]):
 
 
 def _row_factory(cursor: psycopg.Cursor[Any]) -> Any:
-    names = {c.name: i for i, c in enumerate(cursor.description or [])}
+    # the names from the result itself: `description` builds a Column object per column, and
+    # a claim's look reads rows of 27 columns
+    res = cursor.pgresult
+    fields = [res.fname(i) for i in range(res.nfields)] if res is not None else []
+    names = {(f or b"").decode(): i for i, f in enumerate(fields)}
 
     def make(values: Sequence[Any]) -> _Row:
         row = _Row(values)
@@ -127,6 +131,10 @@ class _Conn:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.raw = conn
+        # origin -> (admitted_cycle, admitted_count) of the rows this transaction locked
+        # (_lock_origins); the counts until discovery has read them once
+        self.locked: dict[str, tuple[str | None, int]] = {}
+        self.counts_read = False
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> psycopg.Cursor[Any]:
         return self.raw.execute(for_psycopg(sql), params)
@@ -214,6 +222,7 @@ class PostgresStore(SqliteStore):
     def _tx(self) -> Iterator[_Conn]:
         with self._unavailable_as_error():
             conn = self._conn()
+            conn.locked, conn.counts_read = {}, False
             with conn.raw.transaction():
                 yield conn
 
@@ -239,13 +248,24 @@ class PostgresStore(SqliteStore):
     def _lock_origins(self, c: Any, origins: set[str]) -> None:
         # Admission counters and adaptive gaps are updated in separate statements; taking all
         # the group's origin rows first, in origin order, keeps two committers from deadlocking.
+        # The rows' admission counters come with the lock: discovery reads them next, and the
+        # rows it finds need no insert-if-absent (one statement, not three).
         if origins:
-            c.raw.execute(
-                "SELECT 1 FROM origins WHERE origin = ANY(%s) ORDER BY origin FOR UPDATE",
+            cur = c.raw.execute(
+                """SELECT origin, admitted_cycle, admitted_count FROM origins
+                   WHERE origin = ANY(%s) ORDER BY origin FOR UPDATE""",
                 (sorted(origins),),
             )
+            c.locked = {o: (cyc, int(n)) for o, cyc, n in cur.fetchall()}
+
+    def _locked_origins(self, c: Any) -> Collection[str]:
+        return c.locked.keys()
 
     def _admitted_counts(self, c: Any, origins: set[str], cycle: str) -> dict[str, int]:
+        if not c.counts_read and origins <= c.locked.keys():
+            # locked by this transaction and not written since: the reading is current
+            c.counts_read = True
+            return {o: c.locked[o][1] if c.locked[o][0] == cycle else 0 for o in origins}
         # LockRows sits above the sort: rows are locked in origin order, as everywhere else.
         cur = c.raw.execute(
             """SELECT origin, admitted_cycle, admitted_count FROM origins

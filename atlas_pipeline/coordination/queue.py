@@ -15,6 +15,7 @@ from ..politeness import (
     FairnessRule,
     claim_order,
     class_scores,
+    has_capacity,
     kept_scores,
     may_claim,
     waiting_classes,
@@ -141,9 +142,12 @@ class QueueStore(OriginStore):
         The look takes no lock: each origin is locked only when the claim reaches it
         (_take_origins), so cooperating claimers of a shard hold the few origin rows they
         serve, not the whole window, and commits seldom wait for a claim."""
-        ready = [o for o in c.execute(ready_sql, params).fetchall() if _has_capacity(o, now)]
+        looked = c.execute(ready_sql, params).fetchall()
+        slots = [_origin_slot(o) for o in looked]  # once a row: 64 rows a claim
+        free = [i for i, slot in enumerate(slots) if has_capacity(slot, now)]
+        ready = [looked[i] for i in free]
         # longest-waiting first (the clock is when an origin became eligible): aging
-        order = [ready[i] for i in claim_order([_origin_slot(o) for o in ready])]
+        order = [ready[j] for j in claim_order([slots[i] for i in free])]
         pending = Counter(o["fair_class"] for o in ready)  # classes with eligible work
         k = _Claiming(order, self._class_scores(c, params["shard"], now), pending)
         start = 0

@@ -58,10 +58,10 @@ class Many:
     reading them as `v` from the JSON array that %(rows)s stands for (postgres.py), and the
     rows' `key` column as the array %(keys)s.
 
-    An UPDATE names its rows by key as well as joining them (`t.key = ANY(%(keys)s)`) and is
-    planned for those keys each time (not prepared): the planner takes a JSON array for 100
-    rows and an array parameter for 10, and would rather scan a partial index full of dead
-    entries (urls_leases: every lease leaves one until a vacuum) than look up 8 URLs."""
+    An UPDATE names its rows by key as well as joining them (`t.key = ANY(%(keys)s)`): the
+    planner takes a JSON array for 100 rows, and joined only by it, it would rather scan a
+    partial index full of dead entries (urls_leases: every lease leaves one until a vacuum)
+    than look up 8 URLs by their unique key."""
 
     each: str
     pg: str | None = None

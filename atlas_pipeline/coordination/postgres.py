@@ -284,8 +284,7 @@ class PostgresStore(SqliteStore):
             c.executemany(many.each, rows)
         else:
             keys = [r[many.key] for r in rows] if many.key else None
-            # planned for its keys (a custom plan), see Many
-            c.raw.execute(many.pg, {"rows": rows_json(rows), "keys": keys}, prepare=not keys)
+            c.raw.execute(many.pg, {"rows": rows_json(rows), "keys": keys})
 
     def _apply_all(
         self, c: Any, results: Sequence[tuple[Lease, Outcome]], now: float
@@ -299,9 +298,7 @@ class PostgresStore(SqliteStore):
             for x, o in sorted(results, key=lambda r: r[0].url)  # one lock order
         ]  # fmt: skip
         keys = [r["url"] for r in rows]
-        cur = c.raw.execute(
-            _APPLY, {"now": now, "rows": rows_json(rows), "keys": keys}, prepare=False
-        )
+        cur = c.raw.execute(_APPLY, {"now": now, "rows": rows_json(rows), "keys": keys})
         done = {(url, fence) for url, fence in cur.fetchall()}
         return [(x.url, x.fence) in done for x, _ in results]
 

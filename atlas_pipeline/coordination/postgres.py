@@ -258,7 +258,7 @@ class PostgresStore(SqliteStore):
             )
             c.locked = {o: (cyc, int(n)) for o, cyc, n in cur.fetchall()}
 
-    def _locked_origins(self, c: Any) -> Collection[str]:
+    def _locked_origins(self, c: _Conn) -> Collection[str]:
         return c.locked.keys()
 
     def _admitted_counts(self, c: Any, origins: set[str], cycle: str) -> dict[str, int]:

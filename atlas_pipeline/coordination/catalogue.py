@@ -38,6 +38,7 @@ from .core import (
     url_digest,
 )
 from .origins import OriginStore
+from .writes import ADMITTED, TRAP_COUNTS
 
 # the columns of a URL row as discovery inserts it (the order of its row tuples)
 _URL_COLUMNS = ("url", "discovered_url", "origin", "shard", "depth", "priority", "state",
@@ -109,11 +110,12 @@ class CatalogueStore(OriginStore):
         rows = []
         fresh = [x for x in cands if x.url not in known]
         keys = {x.url: trap_keys(x.url) for x in fresh}
-        traps = self._trap_counts(c, fresh, keys)
+        counted = {u: counted_keys(k) for u, k in keys.items()}  # once a URL: read thrice
+        traps = self._trap_counts(c, fresh, keys, counted)
         for i, x in enumerate(cands):
             if x.url in known or x.url in planned:
                 continue
-            cut = self._trap_cut(x, keys[x.url], traps)
+            cut = self._trap_cut(x, keys[x.url], counted[x.url], traps)
             if cut is not None:
                 decisions[i] = cut
                 continue
@@ -134,7 +136,7 @@ class CatalogueStore(OriginStore):
                 x.kind, url_digest(x.url),
             ))  # fmt: skip
         inserted = self._insert_urls(c, rows)
-        self._count_traps(c, [(planned[u][3], keys[u]) for u in inserted])
+        self._count_traps(c, [(planned[u][3], counted[u]) for u in inserted])
         if self._bloom is not None:
             self._bloom.update(inserted)
         for url, (i, reason, queued_cycle, origin) in planned.items():
@@ -143,23 +145,22 @@ class CatalogueStore(OriginStore):
             elif queued_cycle is not None:
                 counts[origin] -= 1  # another writer inserted it first
         if cycle is not None:
-            c.executemany(
-                """UPDATE origins SET admitted_cycle = :cycle, admitted_count = :n
-                   WHERE origin = :origin""",
-                [{"cycle": cycle, "n": n, "origin": o} for o, n in counts.items()],
-            )
+            self._many(c, ADMITTED, [{"cycle": cycle, "n": n, "origin": o}
+                                     for o, n in sorted(counts.items())])  # fmt: skip
         return decisions
 
     def _trap_counts(
-        self, c: Conn, fresh: list[Candidate], keys: dict[str, TrapKeys]
+        self,
+        c: Conn,
+        fresh: list[Candidate],
+        keys: dict[str, TrapKeys],
+        counted: dict[str, list[tuple[str, str]]],
     ) -> Counter[tuple[str, str, str]]:
         """URLs already in the catalogue per (origin, kind, key) for the keys of `fresh`, and
         1 under (origin, 'stopped', path) for each of their paths the novelty rule stopped (in
         the same statement: no extra round trip per discovery)."""
         counts: Counter[tuple[str, str, str]] = Counter()
-        wanted = sorted(
-            {(x.origin, kind, k) for x in fresh for kind, k in counted_keys(keys[x.url])}
-        )
+        wanted = sorted({(x.origin, kind, k) for x in fresh for kind, k in counted[x.url]})
         paths = sorted({(x.origin, p) for x in fresh if (p := keys[x.url].path_key) is not None})
         for i in range(0, max(len(wanted), len(paths)), _BATCH):
             part, stops = wanted[i : i + _BATCH], paths[i : i + _BATCH]
@@ -181,28 +182,26 @@ class CatalogueStore(OriginStore):
                 counts[(row[0], row[1], row[2])] = int(row[3])
         return counts
 
-    def _count_traps(self, c: Conn, inserted: list[tuple[str, TrapKeys]]) -> None:
-        """Add the URLs this statement inserted to their trap counters, in one key order for
-        every writer (no lock-order deadlocks on PostgreSQL)."""
+    def _count_traps(self, c: Conn, inserted: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        """Add the URLs this statement inserted (origin, their counted keys) to their trap
+        counters, in one key order for every writer (no lock-order deadlocks on PostgreSQL)."""
         added: Counter[tuple[str, str, str]] = Counter()
-        for origin, k in inserted:
-            for kind, key in counted_keys(k):
+        for origin, counted in inserted:
+            for kind, key in counted:
                 added[(origin, kind, key)] += 1
-        c.executemany(
-            """INSERT INTO trap_counts (origin, kind, key, n) VALUES (:origin, :kind, :key, :n)
-               ON CONFLICT (origin, kind, key) DO UPDATE SET n = trap_counts.n + excluded.n""",
-            [
-                {"origin": origin, "kind": kind, "key": key, "n": n}
-                for (origin, kind, key), n in sorted(added.items())
-            ],
-        )
+        self._many(c, TRAP_COUNTS, [{"origin": origin, "kind": kind, "key": key, "n": n}
+                                     for (origin, kind, key), n in sorted(added.items())])  # fmt: skip
 
     def _trap_cut(
-        self, x: Candidate, keys: TrapKeys, counts: Counter[tuple[str, str, str]]
+        self,
+        x: Candidate,
+        keys: TrapKeys,
+        counted: list[tuple[str, str]],
+        counts: Counter[tuple[str, str, str]],
     ) -> str | None:
         """The cap reason (traps.trap_cut) when admitting `x` would pass a trap cap or its
-        path's variants are stopped for no novelty; else count it in."""
-        counted = counted_keys(keys)
+        path's variants are stopped for no novelty; else count it in. `counted` is
+        traps.counted_keys(keys)."""
         mine = {(kind, key): counts[(x.origin, kind, key)] for kind, key in counted}
         if keys.path_key is not None:
             mine[(STOPPED, keys.path_key)] = counts[(x.origin, STOPPED, keys.path_key)]

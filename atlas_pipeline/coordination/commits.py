@@ -20,10 +20,10 @@ from .base import (
 )
 from .catalogue import CatalogueStore
 from .core import (
-    _INSERT_RECORD,
     Conn,
     marks,
 )
+from .writes import RECORDS
 
 
 class CommitStore(CatalogueStore):
@@ -189,5 +189,6 @@ class CommitStore(CatalogueStore):
                          "url": sub.url, "fence": lease.fence, "record": sub.to_json(),
                          "links": "[]", "document": None, "body_key": None,
                          "committed_at": now} for sub in outcome.subrequests]  # fmt: skip
-        c.executemany(_INSERT_RECORD, records)
+        # the last row of a fetch id wins, as it did with a statement per row
+        self._many(c, RECORDS, list({r["fetch_id"]: r for r in records}.values()))
         self._note_novelty(c, results, decided, cycle, now)

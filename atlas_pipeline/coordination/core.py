@@ -9,8 +9,9 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,23 @@ _INSERT_RECORD = """INSERT INTO fetch_records
 _PAUSED = """SELECT 1 FROM pauses p WHERE (p.scope = 'origin' AND p.value = o.origin)
              OR (p.scope = 'domain' AND p.value = o.registrable_domain)"""
 _SCAN = 16  # URLs of one origin looked at per claim before giving up on robots-blocked ones
+
+
+@dataclass(frozen=True, slots=True)
+class Many:
+    """A write of many rows. `each` is the statement for one row (:named parameters), which
+    SQLite runs per row; `pg`, if given, is PostgreSQL's statement for all rows at once,
+    reading them as `v` from the JSON array that %(rows)s stands for (postgres.py), and the
+    rows' `key` column as the array %(keys)s.
+
+    An UPDATE names its rows by key as well as joining them (`t.key = ANY(%(keys)s)`): the
+    planner takes a JSON array for 100 rows, and joined only by it, it would rather scan a
+    partial index full of dead entries (urls_leases: every lease leaves one until a vacuum)
+    than look up 8 URLs by their unique key."""
+
+    each: str
+    pg: str | None = None
+    key: str | None = None
 
 
 def marks(name: str, values: Iterable[Any]) -> tuple[str, dict[str, Any]]:
@@ -139,6 +157,11 @@ class StoreCore:
             conn.close()
             self._local.conn = None
 
+    def _many(self, c: Conn, many: Many, rows: list[dict[str, Any]]) -> None:
+        """Run `many` for `rows` (SQLite: one statement a row; PostgreSQL: one for all)."""
+        if rows:
+            c.executemany(many.each, rows)
+
     def _lock_migrations(self, c: Conn) -> None:
         """One store opener at a time past the schema check (IMMEDIATE already makes it so
         here); postgres.py takes the migrator's advisory lock."""
@@ -153,22 +176,15 @@ class StoreCore:
         """Lock the origin rows a commit group will update, all at once and in one order
         (IMMEDIATE already serializes writers here)."""
 
+    def _locked_origins(self, c: Conn) -> Collection[str]:
+        """Origins this transaction has locked (_lock_origins), so known to exist."""
+        return ()
+
     def _lock_shard(self, c: Conn, shard: int) -> None:
         """Serialize frontier selection of one shard (IMMEDIATE does it here)."""
 
-    # How a claim keeps two claimers off one origin: SQLite's IMMEDIATE transactions let one
-    # writer in at a time, so nothing more is needed here; PostgreSQL locks the origin rows
-    # a claim takes and lets other claimers pass them (postgres.py).
-    _skip_locked = ""
-    _wait_locked = ""
-
     def _lock_claims(self, c: Conn, shard: int) -> None:
         """Whatever a claim of `shard` must lock before it reads the ready origins."""
-
-    def _recount_in_flight(self, c: Conn, ready: list[Row], now: float) -> list[Row]:
-        """The ready origins with their in-flight counts as of now (the claim's own reading
-        is current here: one writer at a time)."""
-        return ready
 
     def _operator_state(self, c: Conn) -> tuple[list[dict[str, Any]], list[Suppression]]:
         """Operator policies and suppressions, in one round trip (discovery needs both)."""
@@ -232,6 +248,7 @@ def _has_capacity(origin: Row, now: float) -> bool:
     return has_capacity(_origin_slot(origin), now)
 
 
+@functools.lru_cache(maxsize=8192)  # a discovery asks for each digest three times
 def url_digest(url: str) -> int:
     """64 bits of SHA-256 as a signed integer (both backends' INTEGER/BIGINT)."""
     return int.from_bytes(hashlib.sha256(url.encode("utf-8")).digest()[:8], "big", signed=True)

@@ -34,6 +34,7 @@ from .core import (
     greatest,
     origin_gap_s,
 )
+from .writes import NEW_ORIGINS
 
 
 class OriginStore(StoreCore):
@@ -83,16 +84,15 @@ class OriginStore(StoreCore):
         p = self.default_policy
         columns = ("origin", "shard", "min_gap_s", "max_in_flight", "registrable_domain", "bucket",
                    "fair_class")  # fmt: skip
-        c.executemany(
-            """INSERT INTO origins
-               (origin, shard, min_gap_s, max_in_flight, registrable_domain, bucket, fair_class)
-               VALUES (:origin, :shard, :min_gap_s, :max_in_flight, :registrable_domain, :bucket,
-                       :fair_class)
-               ON CONFLICT DO NOTHING""",
+        there = self._locked_origins(c)
+        self._many(
+            c,
+            NEW_ORIGINS,
             [dict(zip(columns, row, strict=True)) for row in sorted(
                 # one insertion order for every writer: no lock-order deadlocks
                 (o, shard, p.min_gap_s, p.max_in_flight, d, *self._groups(o, d))
-                for o, shard, d in {(x.origin, x.shard, _domain_of(x.origin)) for x in cands}
+                for o, shard, d in {(x.origin, x.shard, _domain_of(x.origin)) for x in cands
+                                    if x.origin not in there}
             )],
         )  # fmt: skip
         overrides = self._operator_state(c)[0] if overrides is None else overrides

@@ -5,16 +5,19 @@ Statements are written once, with named parameters, in SQL both backends read as
 renders their parameters in psycopg's style. Only what PostgreSQL does better (arrays for
 bulk inserts and updates, row locks) has statements of its own here.
 
-A claim locks the origin rows it takes (FOR UPDATE SKIP LOCKED), so cooperating runs of one
-shard claim side by side and never the same origin; frontier selection of a shard is
-serialized with a transaction-scoped advisory lock, and admission counters are read FOR
-UPDATE, so cooperating runs on many machines see the same atomic claim as threads on one.
+A claim looks at the ready origins without a lock and locks each origin row it takes (FOR
+UPDATE SKIP LOCKED) as it reaches it, so cooperating runs of one shard claim side by side
+and never the same origin; frontier selection of a shard is serialized with a
+transaction-scoped advisory lock, and admission counters are read FOR UPDATE, so
+cooperating runs on many machines see the same atomic claim as threads on one.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import json
+import math
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,20 +28,28 @@ from sqlalchemy.dialects import postgresql
 
 from ..errors import CoordinationError, StoreUnavailable
 from .base import Lease, OriginPolicy, Outcome, TrapCaps
+from .catalogue import _URL_COLUMNS
+from .core import _PAUSED, Many, _has_capacity
 from .migrate import MIGRATOR, engine_for
 from .sqlite import SqliteStore, url_digest
 
 _CLAIM_LOCK = 0x41544C53  # advisory lock class "ATLS"; the shard number is the second key
 
 
+# Many-row statements read their rows from one JSON array (json_to_recordset): psycopg dumps a
+# list parameter element by element in Python, and a group's 18 columns x 80 new URLs as
+# arrays cost the client more CPU than the insert costs the server; json.dumps is C.
 _INSERT_URLS = """
     INSERT INTO urls (url, discovered_url, origin, shard, depth, priority, state, reason, cycle,
                       robots_version, source, discovered_cycle, discovered_at, redirect_chain,
                       trap_pattern, trap_query, kind, url_hash)
-    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::int[],
-                         %s::float8[], %s::text[], %s::text[], %s::text[], %s::int[],
-                         %s::text[], %s::text[], %s::float8[], %s::text[], %s::text[],
-                         %s::text[], %s::text[], %s::int8[])
+    SELECT url, discovered_url, origin, shard, depth, priority, state, reason, cycle,
+           robots_version, source, discovered_cycle, discovered_at, redirect_chain,
+           trap_pattern, trap_query, kind, url_hash
+    FROM json_to_recordset(%(rows)s::json) AS v(url text, discovered_url text, origin text,
+        shard int, depth int, priority float8, state text, reason text, cycle text,
+        robots_version int, source text, discovered_cycle text, discovered_at float8,
+        redirect_chain text, trap_pattern text, trap_query text, kind text, url_hash int8)
     ON CONFLICT DO NOTHING RETURNING url"""
 
 _APPLY = """
@@ -53,12 +64,27 @@ _APPLY = """
         revisit_interval_s = COALESCE(v.interval, u.revisit_interval_s),
         revisit_reason = COALESCE(v.why, u.revisit_reason),
         change_rate = COALESCE(v.rate, u.change_rate)
-    FROM unnest(%(cols)s) AS v(url, fence, state, reason, due_at, status, etag, lm, ch, doc,
-                               hist, checked, changed, interval, why, rate)
-    WHERE u.url = v.url AND u.fence = v.fence AND u.state = 'leased'
+    FROM json_to_recordset(%(rows)s::json) AS v(url text, fence int, state text, reason text,
+        due_at float8, status int, etag text, lm text, ch text, doc text, hist text, checked int,
+        changed int, "interval" float8, why text, rate float8)
+    WHERE u.url = v.url AND u.fence = v.fence AND u.state = 'leased' AND u.url = ANY(%(keys)s)
     RETURNING u.url, u.fence"""
-_APPLY_TYPES = ("text", "int", "text", "text", "float8", "int", "text", "text", "text", "text",
-                "text", "int", "int", "float8", "text", "float8")  # fmt: skip
+_APPLY_COLUMNS = ("url", "fence", "state", "reason", "due_at", "status", "etag", "lm", "ch",
+                  "doc", "hist", "checked", "changed", "interval", "why", "rate")  # fmt: skip
+
+
+def _finite(value: Any) -> Any:
+    return value if not isinstance(value, float) or math.isfinite(value) else str(value)
+
+
+def rows_json(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows as the JSON array json_to_recordset reads. JSON has no infinity: such a float is
+    sent as the string "inf", which float8's input reads back as it was."""
+    try:
+        return json.dumps(rows, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        return json.dumps([{k: _finite(v) for k, v in r.items()} for r in rows],
+                          separators=(",", ":"))  # fmt: skip
 
 
 class _Row(tuple[Any, ...]):
@@ -76,7 +102,11 @@ class _Row(tuple[Any, ...]):
 
 
 def _row_factory(cursor: psycopg.Cursor[Any]) -> Any:
-    names = {c.name: i for i, c in enumerate(cursor.description or [])}
+    # the names from the result itself: `description` builds a Column object per column, and
+    # a claim's look reads rows of 27 columns
+    res = cursor.pgresult
+    fields = [res.fname(i) for i in range(res.nfields)] if res is not None else []
+    names = {(f or b"").decode(): i for i, f in enumerate(fields)}
 
     def make(values: Sequence[Any]) -> _Row:
         row = _Row(values)
@@ -101,6 +131,10 @@ class _Conn:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.raw = conn
+        # origin -> (admitted_cycle, admitted_count) of the rows this transaction locked
+        # (_lock_origins); the counts until discovery has read them once
+        self.locked: dict[str, tuple[str | None, int]] = {}
+        self.counts_read = False
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> psycopg.Cursor[Any]:
         return self.raw.execute(for_psycopg(sql), params)
@@ -188,6 +222,7 @@ class PostgresStore(SqliteStore):
     def _tx(self) -> Iterator[_Conn]:
         with self._unavailable_as_error():
             conn = self._conn()
+            conn.locked, conn.counts_read = {}, False
             with conn.raw.transaction():
                 yield conn
 
@@ -213,13 +248,24 @@ class PostgresStore(SqliteStore):
     def _lock_origins(self, c: Any, origins: set[str]) -> None:
         # Admission counters and adaptive gaps are updated in separate statements; taking all
         # the group's origin rows first, in origin order, keeps two committers from deadlocking.
+        # The rows' admission counters come with the lock: discovery reads them next, and the
+        # rows it finds need no insert-if-absent (one statement, not three).
         if origins:
-            c.raw.execute(
-                "SELECT 1 FROM origins WHERE origin = ANY(%s) ORDER BY origin FOR UPDATE",
+            cur = c.raw.execute(
+                """SELECT origin, admitted_cycle, admitted_count FROM origins
+                   WHERE origin = ANY(%s) ORDER BY origin FOR UPDATE""",
                 (sorted(origins),),
             )
+            c.locked = {o: (cyc, int(n)) for o, cyc, n in cur.fetchall()}
+
+    def _locked_origins(self, c: _Conn) -> Collection[str]:
+        return c.locked.keys()
 
     def _admitted_counts(self, c: Any, origins: set[str], cycle: str) -> dict[str, int]:
+        if not c.counts_read and origins <= c.locked.keys():
+            # locked by this transaction and not written since: the reading is current
+            c.counts_read = True
+            return {o: c.locked[o][1] if c.locked[o][0] == cycle else 0 for o in origins}
         # LockRows sits above the sort: rows are locked in origin order, as everywhere else.
         cur = c.raw.execute(
             """SELECT origin, admitted_cycle, admitted_count FROM origins
@@ -231,21 +277,28 @@ class PostgresStore(SqliteStore):
             counts[origin] = int(n) if admitted_cycle == cycle else 0
         return counts
 
+    def _many(self, c: Any, many: Many, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        if many.pg is None:
+            c.executemany(many.each, rows)
+        else:
+            keys = [r[many.key] for r in rows] if many.key else None
+            c.raw.execute(many.pg, {"rows": rows_json(rows), "keys": keys})
+
     def _apply_all(
         self, c: Any, results: Sequence[tuple[Lease, Outcome]], now: float
     ) -> list[bool]:
-        cols = [
-            [x.url, x.fence, o.state.value, o.reason, o.due_at, o.status, o.etag,
-             o.last_modified, o.content_hash, o.document_id, o.change_history, int(o.checked),
-             int(o.changed), o.revisit_interval_s, o.revisit_reason, o.change_rate]
-            for x, o in results
+        rows = [
+            dict(zip(_APPLY_COLUMNS, (
+                x.url, x.fence, o.state.value, o.reason, o.due_at, o.status, o.etag,
+                o.last_modified, o.content_hash, o.document_id, o.change_history,
+                int(o.checked), int(o.changed), o.revisit_interval_s, o.revisit_reason,
+                o.change_rate), strict=True))
+            for x, o in sorted(results, key=lambda r: r[0].url)  # one lock order
         ]  # fmt: skip
-        arrays = list(zip(*cols, strict=True))
-        sql = _APPLY.replace(
-            "%(cols)s",
-            ", ".join(f"%(a{i})s::{t}[]" for i, t in enumerate(_APPLY_TYPES)),
-        )
-        cur = c.raw.execute(sql, {"now": now, **{f"a{i}": list(a) for i, a in enumerate(arrays)}})
+        keys = [r["url"] for r in rows]
+        cur = c.raw.execute(_APPLY, {"now": now, "rows": rows_json(rows), "keys": keys})
         done = {(url, fence) for url, fence in cur.fetchall()}
         return [(x.url, x.fence) in done for x, _ in results]
 
@@ -255,11 +308,14 @@ class PostgresStore(SqliteStore):
         return self._confirmed([(r[0], int(r[1])) for r in cur.fetchall()], urls)
 
     def _insert_urls(self, c: Any, rows: list[tuple[Any, ...]]) -> set[str]:
-        """Insert-if-absent as one statement over arrays: a VALUES list of thousands of
+        """Insert-if-absent as one statement over a JSON array: a VALUES list of thousands of
         placeholders costs more to build and parse than the insert itself."""
         if not rows:
             return set()
-        cur = c.raw.execute(_INSERT_URLS, [list(col) for col in zip(*rows, strict=True)])
+        cur = c.raw.execute(
+            _INSERT_URLS,
+            {"rows": rows_json([dict(zip(_URL_COLUMNS, row, strict=True)) for row in rows])},
+        )
         return {r[0] for r in cur.fetchall()}
 
     def _lock_shard(self, c: Any, shard: int) -> None:
@@ -272,36 +328,51 @@ class PostgresStore(SqliteStore):
             "SELECT pg_advisory_xact_lock(:cls, :key)", {"cls": MIGRATOR[0], "key": MIGRATOR[1]}
         )
 
-    # A claim locks the ready origin rows it reads and passes those another claimer holds
-    # (the PostgreSQL job-queue pattern): runs of one shard claim different origins side by
-    # side and never one origin twice. A row another claimer just released is read again at
-    # its newest version, so its advanced clock keeps it out.
-    _skip_locked = " FOR UPDATE OF o SKIP LOCKED"
-    _wait_locked = " FOR UPDATE OF o"
-
     def _lock_claims(self, c: Any, shard: int) -> None:
         # One claim of a shared bucket (domain, IP) advances the clocks of origins it has not
         # locked: those claims still take turns per shard.
         if self._shared_buckets:
             self._lock_shard(c, shard)
 
-    def _recount_in_flight(self, c: Any, ready: list[Any], now: float) -> list[Any]:
-        # The locking read counted slots as of its snapshot, taken before it waited out or
-        # passed other claimers; a claimer that committed since may have leased this origin's
-        # free slots (a gap of 0 leaves its clock where it was). Count them again, now.
-        if not ready or self._shared_buckets:  # under the shard lock the reading is current
-            return ready
-        cur = c.raw.execute(
-            """SELECT origin, COUNT(*) FROM (
-                 SELECT origin FROM urls WHERE origin = ANY(%(o)s) AND slot_held = 1
-                   AND lease_expires_at > %(now)s
-                 UNION ALL SELECT origin FROM sub_slots WHERE origin = ANY(%(o)s)
-                   AND until > %(now)s) held GROUP BY origin""",
-            {"o": [o["origin"] for o in ready], "now": now},
-        )
-        held = {origin: int(n) for origin, n in cur.fetchall()}
-        return [{**dict(zip(o.keys(), o, strict=True)), "in_flight": held.get(o["origin"], 0)}
-                for o in ready]  # fmt: skip
+    _waits = True
+
+    def _take_origins(
+        self, c: Any, part: list[Any], now: float, params: dict[str, Any], wait: bool
+    ) -> dict[str, Any]:
+        # The origin rows a claim serves are locked as it reaches them, passing those another
+        # claimer holds (SKIP LOCKED, the PostgreSQL job-queue pattern): runs of one shard
+        # claim different origins side by side and never one origin twice. The look's
+        # conditions are judged again on the locked row, at its newest version: a claimer
+        # that committed since may have moved its clock.
+        if not part:
+            return {}
+        rows = c.execute(
+            f"""SELECT o.* FROM origins o WHERE o.origin = ANY(:origins)
+                  AND o.next_eligible_at <= :now AND o.backoff_until <= :now
+                  AND NOT EXISTS ({_PAUSED}){self._owned}
+                ORDER BY o.origin FOR UPDATE OF o{"" if wait else " SKIP LOCKED"}""",
+            {**params, "origins": [o["origin"] for o in part]},
+        ).fetchall()
+        if not rows:
+            return {}
+        if self._shared_buckets:  # under the shard lock the look's count is current
+            held = {o["origin"]: int(o["in_flight"]) for o in part}
+        else:
+            # The look counted slots as of its snapshot; a claimer that committed since may
+            # have leased this origin's free slots (a gap of 0 leaves its clock where it was).
+            # Count them again, now that the row is ours.
+            cur = c.raw.execute(
+                """SELECT origin, COUNT(*) FROM (
+                     SELECT origin FROM urls WHERE origin = ANY(%(o)s) AND slot_held = 1
+                       AND lease_expires_at > %(now)s
+                     UNION ALL SELECT origin FROM sub_slots WHERE origin = ANY(%(o)s)
+                       AND until > %(now)s) held GROUP BY origin""",
+                {"o": [r["origin"] for r in rows], "now": now},
+            )
+            held = {origin: int(n) for origin, n in cur.fetchall()}
+        taken = [{**dict(zip(r.keys(), r, strict=True)), "in_flight": held.get(r["origin"], 0)}
+                 for r in rows]  # fmt: skip
+        return {o["origin"]: o for o in taken if _has_capacity(o, now)}
 
     def _engine(self) -> sa.Engine:
         return engine_for(self.url, 5.0)

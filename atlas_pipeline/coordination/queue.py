@@ -7,7 +7,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..politeness import (
@@ -15,6 +15,7 @@ from ..politeness import (
     FairnessRule,
     claim_order,
     class_scores,
+    has_capacity,
     kept_scores,
     may_claim,
     waiting_classes,
@@ -41,6 +42,37 @@ from .core import (
     origin_gap_s,
 )
 from .origins import OriginStore
+from .writes import BLOCK, CLOCK, LEASE, RELEASE
+
+
+@dataclass
+class _Claiming:
+    """What one claim call has decided so far."""
+
+    order: list[Row]  # the ready origins with a free slot, as the look found them, in turn
+    scores: dict[str, float]  # recent attempts per fairness class, this call's included
+    pending: Counter[str]  # ready origins per class not yet served: the classes waiting
+    claims: list[Lease | RobotsTask] = field(default_factory=list)
+    blocked: list[dict[str, Any]] = field(default_factory=list)  # robots-blocked URLs met
+    clocks: list[tuple[Any, ...]] = field(default_factory=list)
+    buckets: set[str] = field(default_factory=set)  # buckets served: one claim each
+    looked: bool = False  # an origin was served (its URLs may all have been blocked)
+    took: bool = False  # an origin was taken (not every one held by another claimer)
+
+
+def _part(rest: list[Row], need: int, now: float) -> list[Row]:
+    """The next origins of the claim order to take: as many as should give `need` claims
+    (an origin's free slots; one for a robots task or while it has a gap)."""
+    part: list[Row] = []
+    expect = 0
+    for o in rest:
+        part.append(o)
+        gap = float(o["min_gap_s"]) + float(o["adapt_gap_s"])
+        one = gap > 0 or o["robots_expires_at"] <= now
+        expect += 1 if one else max(1, int(o["max_in_flight"]) - int(o["in_flight"]))
+        if expect >= need:
+            break
+    return part
 
 
 class QueueStore(OriginStore):
@@ -78,62 +110,89 @@ class QueueStore(OriginStore):
                    ORDER BY o.next_eligible_at LIMIT :n"""
             # wider than `limit`, so classes under their quota are seen behind a big one
             params["n"] = max(64, 4 * limit)
-            ready_now = c.execute(ready_sql + self._skip_locked, params).fetchall()
-            if not ready_now and self._wait_locked:
-                # Every ready origin is held by another claimer: wait for those claims to end
-                # (taking the rows in origin order, the order commits lock them in) and judge
-                # the origins again, so the answer says when to come back, not "at once".
-                c.execute(
-                    f"SELECT 1 {ready_from} ORDER BY o.origin LIMIT :n" + self._wait_locked, params
-                )
-                ready_now = c.execute(ready_sql + self._skip_locked, params).fetchall()
-            ready_now = self._recount_in_flight(c, ready_now, now)
-            claims: list[Lease | RobotsTask] = []
-            clocks: list[tuple[Any, ...]] = []
-            buckets: set[str] = set()  # buckets served by this call: one claim each
-            # longest-waiting first (the clock is when an origin became eligible): aging
-            ready = [o for o in ready_now if _has_capacity(o, now)]
-            scores = self._class_scores(c, shard, now)
-            pending = Counter(o["fair_class"] for o in ready)  # classes with eligible work
-            looked = False
-            for origin in [ready[i] for i in claim_order([_origin_slot(o) for o in ready])]:
-                if len(claims) >= limit:
+            for attempt in (0, 1):
+                k = self._claim_round(c, ready_sql, params, cycle, now, token, lease_s, limit)
+                if k.took or not k.order or not self._waits or attempt:
                     break
-                cls = origin["fair_class"]
-                if origin["bucket"] in buckets:
-                    pending[cls] -= 1
-                    continue
-                if not self._may_claim(origin, scores, pending, now).claim:
-                    continue
-                looked = True
-                pending[cls] -= 1
-                got = self._claim_origin(c, origin, cycle, now, token, lease_s, limit - len(claims))
-                claims.extend(got)
-                if got:
-                    clocks.append(_clock_update(origin["origin"], got[0]))
-                    buckets.add(origin["bucket"])
-                    scores[cls] = scores.get(cls, 0.0) + len(got)
-            if claims:
-                self._save_class_scores(c, shard, scores, now)
-                c.executemany(
+                # Every ready origin is held by another claimer: wait for the first ones'
+                # claims to end and look again, so the answer says when to come back.
+                self._take_origins(c, _part(k.order, limit, now), now, params, wait=True)
+            self._many(c, BLOCK, k.blocked)
+            if k.claims:
+                self._save_class_scores(c, shard, k.scores, now)
+                leases = sorted((x for x in k.claims if isinstance(x, Lease)), key=lambda x: x.url)
+                self._many(c, LEASE, [
+                    {"lease_id": x.lease_id, "expires_at": x.expires_at, "fence": x.fence,
+                     "robots_version": x.robots_version, "url": x.url} for x in leases])  # fmt: skip
+                self._many(c, CLOCK, [
                     # in origin order, the order commits lock origins in: no deadlocks
-                    """UPDATE origins SET next_eligible_at = :next_eligible_at,
-                         robots_lease_id = CASE WHEN :robots THEN :lease_id
-                                           ELSE robots_lease_id END,
-                         robots_lease_until = CASE WHEN :robots THEN :lease_until
-                                              ELSE robots_lease_until END
-                       WHERE origin = :origin""",
-                    [{"next_eligible_at": t, "robots": robots, "lease_id": lease_id,
-                      "lease_until": until, "origin": origin}
-                     for t, robots, lease_id, _, until, origin
-                     in sorted(clocks, key=lambda u: u[-1])],
-                )  # fmt: skip
+                    {"next_eligible_at": t, "robots": robots, "lease_id": lease_id,
+                     "lease_until": until, "origin": origin}
+                    for t, robots, lease_id, _, until, origin
+                    in sorted(k.clocks, key=lambda u: u[-1])])  # fmt: skip
                 if self._shared_buckets:
                     # one clock per bucket: its other origins wait as long
-                    self._push_clocks(c, [(u[-1], u[0], 0.0) for u in clocks])
-                return claims
+                    self._push_clocks(c, [(u[-1], u[0], 0.0) for u in k.clocks])
+                return k.claims
             # every due URL of a ready origin was robots-blocked: look again at once
-            return Wait(now) if looked else self._when_next(c, cycle, shard, now)
+            return Wait(now) if k.looked else self._when_next(c, cycle, shard, now)
+
+    def _claim_round(self, c: Conn, ready_sql: str, params: dict[str, Any], cycle: str,
+                     now: float, token: str, lease_s: float, limit: int) -> _Claiming:  # fmt: skip
+        """A look at the ready origins, then each taken and served in claim order.
+
+        The look takes no lock: each origin is locked only when the claim reaches it
+        (_take_origins), so cooperating claimers of a shard hold the few origin rows they
+        serve, not the whole window, and commits seldom wait for a claim."""
+        looked = c.execute(ready_sql, params).fetchall()
+        slots = [_origin_slot(o) for o in looked]  # once a row: 64 rows a claim
+        free = [i for i, slot in enumerate(slots) if has_capacity(slot, now)]
+        ready = [looked[i] for i in free]
+        # longest-waiting first (the clock is when an origin became eligible): aging
+        order = [ready[j] for j in claim_order([slots[i] for i in free])]
+        pending = Counter(o["fair_class"] for o in ready)  # classes with eligible work
+        k = _Claiming(order, self._class_scores(c, params["shard"], now), pending)
+        start = 0
+        while len(k.claims) < limit and start < len(order):
+            part = _part(order[start:], limit - len(k.claims), now)
+            start += len(part)
+            taken = self._take_origins(c, part, now, params, wait=False)
+            k.took = k.took or bool(taken)
+            for origin in part:
+                if len(k.claims) >= limit:
+                    break
+                row = taken.get(origin["origin"])
+                self._serve(c, k, row, origin, cycle, now, token, lease_s, limit)
+        return k
+
+    def _serve(self, c: Conn, k: _Claiming, row: Row | None, seen: Row, cycle: str, now: float,
+               token: str, lease_s: float, limit: int) -> None:  # fmt: skip
+        """The claim's turn at one origin: `row` as taken (None: another claimer holds it or it
+        is no longer ready), `seen` as the look found it."""
+        cls = seen["fair_class"]
+        if row is None or row["bucket"] in k.buckets:
+            k.pending[cls] -= 1
+            return
+        if not self._may_claim(row, k.scores, k.pending, now).claim:
+            return
+        k.looked = True
+        k.pending[cls] -= 1
+        got = self._claim_origin(c, row, cycle, now, token, lease_s, limit - len(k.claims),
+                                 k.blocked)  # fmt: skip
+        k.claims.extend(got)
+        if got:
+            k.clocks.append(_clock_update(row["origin"], got[0]))
+            k.buckets.add(row["bucket"])
+            k.scores[cls] = k.scores.get(cls, 0.0) + len(got)
+
+    def _take_origins(
+        self, c: Conn, part: list[Row], now: float, params: dict[str, Any], wait: bool
+    ) -> dict[str, Row]:
+        """The origins of `part` this claim may serve, by origin, as they are now (SQLite's
+        IMMEDIATE transaction already holds them all; postgres.py locks them)."""
+        return {o["origin"]: o for o in part}
+
+    _waits = False  # whether _take_origins can come back empty-handed for another claimer
 
     def _may_claim(
         self, origin: Row, scores: dict[str, float], pending: Counter[str], now: float
@@ -174,8 +233,10 @@ class QueueStore(OriginStore):
         token: str,
         lease_s: float,
         limit: int,
+        blocked: list[dict[str, Any]],
     ) -> list[Lease | RobotsTask]:
-        """The robots task, or up to `limit` URLs of one origin (one while it has a gap)."""
+        """The robots task, or up to `limit` URLs of one origin (one while it has a gap);
+        the robots-blocked URLs passed on the way are added to `blocked`."""
         gap = origin_gap_s(origin, self.default_policy.gap_guard_s)
         if origin["robots_expires_at"] <= now:
             return [RobotsTask(origin["origin"], uuid.uuid4().hex, now + lease_s, now, gap,
@@ -183,7 +244,7 @@ class QueueStore(OriginStore):
         free = _origin_slot(origin).max_in_flight - int(origin["in_flight"])
         n = 1 if gap > 0 else max(1, min(limit, free))
         return list(self._lease_best_urls(c, origin, self._policy(origin), cycle, now, token,
-                                          lease_s, gap, n))  # fmt: skip
+                                          lease_s, gap, n, blocked))  # fmt: skip
 
     def _when_next(self, c: Conn, cycle: str, shard: int, now: float) -> Wait | Drained:
         """Nothing is claimable now: when might something be (the slow, full look)?"""
@@ -241,6 +302,7 @@ class QueueStore(OriginStore):
         lease_s: float,
         gap: float,
         n: int,
+        blocked: list[dict[str, Any]],
     ) -> list[Lease]:
         rows = c.execute(
             """SELECT seq, url, depth, fence, attempts, etag, last_modified, redirect_chain, kind,
@@ -252,7 +314,6 @@ class QueueStore(OriginStore):
                  AND due_at <= :now ORDER BY priority DESC, seq LIMIT :n""",
             {"origin": origin["origin"], "cycle": cycle, "now": now, "n": _SCAN + n - 1},
         ).fetchall()
-        blocked: list[dict[str, Any]] = []
         leases: list[Lease] = []
         for row in rows:
             if len(leases) == n:
@@ -288,29 +349,6 @@ class QueueStore(OriginStore):
                     owner_token=int(origin["owner_token"]),
                 )
             )
-        if blocked:
-            c.executemany(
-                """UPDATE urls SET state = 'blocked', reason = :reason, robots_version = :version
-                   WHERE seq = :seq""",
-                blocked,
-            )
-        if leases:
-            c.executemany(
-                """UPDATE urls SET state = 'leased', lease_id = :lease_id,
-                   lease_expires_at = :expires_at, fence = :fence, attempts = attempts + 1,
-                   slot_held = 1, robots_version = :robots_version, extended = 0
-                   WHERE url = :url""",
-                [
-                    {
-                        "lease_id": x.lease_id,
-                        "expires_at": x.expires_at,
-                        "fence": x.fence,
-                        "robots_version": x.robots_version,
-                        "url": x.url,
-                    }
-                    for x in leases
-                ],
-            )
         return leases
 
     def release_slots(self, finished: Sequence[tuple[str, int]]) -> None:
@@ -320,13 +358,8 @@ class QueueStore(OriginStore):
                 self._release(c, finished)
 
     def _release(self, c: Conn, finished: Sequence[tuple[str, int]]) -> None:
-        if finished:
-            c.executemany(
-                """UPDATE urls SET slot_held = 0
-                   WHERE url = :url AND fence = :fence AND state = 'leased'""",
-                # one lock order for every writer
-                [{"url": url, "fence": fence} for url, fence in sorted(finished)],
-            )
+        # one lock order for every writer
+        self._many(c, RELEASE, [{"url": url, "fence": fence} for url, fence in sorted(finished)])
 
     def extend_lease(self, lease: Lease, now: float, lease_s: float) -> Lease | None:
         """Extend a live lease once, with its current fence; None if it is stale, expired or

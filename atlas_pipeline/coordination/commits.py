@@ -65,20 +65,23 @@ class CommitStore(CatalogueStore):
 
     def _adapt(self, c: Conn, results: Sequence[tuple[Lease, Outcome]]) -> None:
         """AIMD pacing per origin (politeness.adapt): read each origin's pacing state, apply
-        the rule to its answers in commit order, write the decision."""
+        the rule to its answers in commit order, write the decision. A widening moves the
+        origin's clock too: its next slot was set from the old gap when its last request was
+        claimed, and the overload must slow the very next request, not the one after it."""
         by_origin: dict[str, list[tuple[Lease, Outcome]]] = {}
         for lease, outcome in results:
             by_origin.setdefault(lease.origin, []).append((lease, outcome))
         in_list, params = marks("origin", sorted(by_origin))
         rows = c.execute(
-            f"""SELECT origin, min_gap_s, adapt_gap_s, latency_s, stress FROM origins
+            f"""SELECT origin, min_gap_s, adapt_gap_s, latency_s, stress, next_eligible_at
+                FROM origins
                 WHERE origin IN ({in_list}) ORDER BY origin"""
             + self._for_update,
             params,
         ).fetchall()
         p = self.default_policy
         rule = PacingRule(p.adaptive_max_gap_s, p.overload_share, p.recover_steps)
-        updates = []
+        updates, clocks = [], []
         for row in rows:
             latency = None if row["latency_s"] is None else float(row["latency_s"])
             state = Pacing(float(row["adapt_gap_s"]), latency, float(row["stress"]))
@@ -87,11 +90,16 @@ class CommitStore(CatalogueStore):
                 state = adapt(state, answer, float(row["min_gap_s"]), rule)
             updates.append({"gap": state.extra_gap_s, "latency": state.latency_s,
                             "stress": state.stress, "origin": row["origin"]})  # fmt: skip
+            widened = state.extra_gap_s - float(row["adapt_gap_s"])
+            if widened > 0:
+                clocks.append((row["origin"], float(row["next_eligible_at"]) + widened, 0.0))
         c.executemany(
             """UPDATE origins SET adapt_gap_s = :gap, latency_s = :latency, stress = :stress
                WHERE origin = :origin""",
             updates,
         )
+        if clocks:
+            self._push_clocks(c, clocks)
 
     def _apply_all(
         self, c: Conn, results: Sequence[tuple[Lease, Outcome]], now: float
@@ -149,7 +157,7 @@ class CommitStore(CatalogueStore):
             + self._for_update,
             params,
         ).fetchall()
-        updates = []
+        updates, clocks = [], []
         for row in rows:
             answered, misled = seen[row["origin"]]
             checks = int(row["validator_checks"]) + answered

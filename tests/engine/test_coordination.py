@@ -3,6 +3,7 @@ robots before pages, leases, fencing and sweeping. Time is passed in explicitly,
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
 import time
@@ -1227,9 +1228,12 @@ def test_errors_widen_an_origins_gap_and_successes_narrow_it(tmp_path: Path) -> 
     assert _commit_one(store, now, "http_5xx").gap_s == 1.0
     now += 1.0
     assert _commit_one(store, now, "timeout").gap_s == 1.0  # a page's first 5xx: no slowdown
-    now += 1.0
-    assert _commit_one(store, now, "http_429").gap_s == 2.0  # doubled by the timeout
+    # the widening holds back the very next request: its slot moved with the gap
+    assert claim(store, now + 1.0) == Wait(now + 2.0)
     now += 2.0
+    assert _commit_one(store, now, "http_429").gap_s == 2.0  # doubled by the timeout
+    assert claim(store, now + 2.0) == Wait(now + 4.0)
+    now += 4.0
     assert _commit_one(store, now, "timeout").gap_s == 4.0
     gaps = []
     for _ in range(12):
@@ -1246,17 +1250,22 @@ def test_a_burst_of_503s_slows_the_origin_only_when_they_repeat_and_health_undoe
 ) -> None:
     store = open_store(_backend_url["url"], OriginPolicy(1.0, 1, 0.0, 60.0), 100)
     now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(40)])
-    gaps = []
+    gaps: list[float] = []
+    starts: list[float] = []
 
     def answer(reason: str, due_in: float) -> Lease:
         nonlocal now
         lease = claim(store, now)
+        if isinstance(lease, Wait):  # a widening held back this very request
+            now = lease.until
+            lease = claim(store, now)
         assert isinstance(lease, Lease), lease
         gaps.append(lease.gap_s)
+        starts.append(now)
         state = UrlState.FETCHED if reason == "fetched" else UrlState.FAILED_RETRYABLE
         res = Outcome(state, reason, now + due_in, 200, record=FetchRecord(fetch_id=f"{now}"))
         assert store.commit(lease, res, CYCLE, now)
-        now += lease.gap_s
+        now += lease.gap_s  # the pace it was claimed at: too early once a widening followed
         return lease
 
     for _ in range(8):  # every page's first request fails (a page-level hiccup)
@@ -1270,6 +1279,10 @@ def test_a_burst_of_503s_slows_the_origin_only_when_they_repeat_and_health_undoe
         answer("fetched", due_in=3600)
     assert gaps[13] == 32.0
     assert gaps[14:] == sorted(gaps[14:], reverse=True) and gaps[-1] == 1.0 == gaps[-2]
+    # from the origin's side: a widened gap held from the very request after the overload
+    spacing = [b - a for a, b in itertools.pairwise(starts)]
+    paced = [max(a, b) for a, b in itertools.pairwise(gaps)]
+    assert spacing[:7] + spacing[8:] == pytest.approx(paced[:7] + paced[8:])  # 7: the 20 s pause
 
 
 def test_a_slow_answer_widens_the_gap_like_an_error(tmp_path: Path) -> None:
@@ -1277,7 +1290,8 @@ def test_a_slow_answer_widens_the_gap_like_an_error(tmp_path: Path) -> None:
     now = ready_origin(store, [f"https://news-a.example.test/{i}" for i in range(5)]) + 1
     _commit_one(store, now, "fetched", elapsed=0.2)  # the latency baseline
     assert _commit_one(store, now + 1, "fetched", elapsed=5.0).gap_s == 1.0  # 25x the usual
-    assert _commit_one(store, now + 2, "fetched", elapsed=0.2).gap_s == 2.0  # doubled by it
+    assert claim(store, now + 2) == Wait(now + 3)  # the next request waits the doubled gap
+    assert _commit_one(store, now + 3, "fetched", elapsed=0.2).gap_s == 2.0  # doubled by it
 
 
 def test_adaptation_off_keeps_the_gap(tmp_path: Path) -> None:

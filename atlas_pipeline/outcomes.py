@@ -100,7 +100,9 @@ class Outcomes:
                        record=self.record(lease, resp, reason, **extra))  # fmt: skip
 
     def record(self, lease: Lease, resp: Response, reason: str, **extra: Any) -> FetchRecord:
-        return FetchRecord(
+        """The fetch record of `resp`; `extra` adds fields or overrides these (a parse
+        failure's own error in place of the response's)."""
+        fields: dict[str, Any] = dict(
             kind=lease.kind, url=lease.url, origin=lease.origin, depth=lease.depth,
             status=resp.status, reason=reason, content_type=resp.headers.get("content-type"),
             bytes=len(resp.body), started_at=resp.started_at,
@@ -111,8 +113,8 @@ class Outcomes:
             error=resp.detail,
             original_url=lease.redirect_chain[0] if lease.redirect_chain else lease.url,
             redirect_chain=list(lease.redirect_chain), conditional=conditional(lease),
-            **extra,
         )  # fmt: skip
+        return FetchRecord(**(fields | extra))
 
     def _redirect(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
         # A redirect target is a fresh candidate: it gets scope, dedupe, its own origin's

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from ..politeness import (
     Answer,
@@ -81,7 +82,8 @@ class CommitStore(CatalogueStore):
         ).fetchall()
         p = self.default_policy
         rule = PacingRule(p.adaptive_max_gap_s, p.overload_share, p.recover_steps)
-        updates, clocks = [], []
+        updates: list[dict[str, Any]] = []
+        clocks: list[tuple[str, float, float]] = []
         for row in rows:
             latency = None if row["latency_s"] is None else float(row["latency_s"])
             state = Pacing(float(row["adapt_gap_s"]), latency, float(row["stress"]))
@@ -157,7 +159,7 @@ class CommitStore(CatalogueStore):
             + self._for_update,
             params,
         ).fetchall()
-        updates, clocks = [], []
+        updates = []
         for row in rows:
             answered, misled = seen[row["origin"]]
             checks = int(row["validator_checks"]) + answered

@@ -136,8 +136,8 @@ def write_fetch_partitions(
     # this, by a cooperating run, waits in the store for the partition's next write).
     taken: set[str] = set()
     text_ids: set[str] = set()
-    for rec in store.fetch_records(cycle, shard):
-        taken.add(rec["record"]["fetch_id"])
+    for rec in store.fetch_records(cycle, shard, ("document",)):
+        taken.add(rec["fetch_id"])
         if rec["document"]:
             text_ids.add(rec["document"]["text_hash"])
 
@@ -145,9 +145,9 @@ def write_fetch_partitions(
         # The text of a fetch lives in the body store's extraction cache, not in the store;
         # the lake keeps it once per document id, however many URLs hold it. Streamed: a
         # partition's texts can run to gigabytes.
-        for rec in store.fetch_records(cycle, shard):
+        for rec in store.fetch_records(cycle, shard, ("document",)):
             doc = rec["document"]
-            if not doc or rec["record"]["fetch_id"] not in taken:
+            if not doc or rec["fetch_id"] not in taken:
                 continue
             cached = engine.bodies.get_extraction(doc["body_key"], doc["extraction_version"])
             if cached is not None:
@@ -156,7 +156,9 @@ def write_fetch_partitions(
                        "extraction_version": doc["extraction_version"]}  # fmt: skip
 
     def merged(
-        table: str, rows_of: Callable[[dict[str, Any]], Iterable[dict[str, Any]]]
+        table: str,
+        parts: tuple[str, ...],
+        rows_of: Callable[[dict[str, Any]], Iterable[dict[str, Any]]],
     ) -> Callable[[], Iterator[dict[str, Any]]]:
         # Read before the write (Delta cannot be read from inside a Delta write). Safe while
         # only the newest batch fence moves records out: a write of the partition committed
@@ -166,8 +168,8 @@ def write_fetch_partitions(
 
         def rows() -> Iterator[dict[str, Any]]:  # called again on a commit retry
             fresh: set[str] = set()
-            for rec in store.fetch_records(cycle, shard):
-                if (fetch_id := rec["record"]["fetch_id"]) in taken:
+            for rec in store.fetch_records(cycle, shard, parts):  # only what the table needs
+                if (fetch_id := rec["fetch_id"]) in taken:
                     fresh.add(fetch_id)
                     yield from rows_of(rec)
             yield from (r for r in earlier if r["fetch_id"] is None or r["fetch_id"] not in fresh)
@@ -189,13 +191,16 @@ def write_fetch_partitions(
 
     # texts before the documents that map to them: a document never names a missing text
     document_texts = lake.add_texts(texts, cycle, key, text_ids)
+    doc = ("document",)
     written = (
-        lake.write_partition("fetches", merged("fetches", lambda r: [r["record"]]), cycle, key,
+        lake.write_partition("fetches", merged("fetches", ("record",), lambda r: [r["record"]]),
+                             cycle, key, fence),
+        lake.write_partition("documents", merged("documents", doc, documents_of), cycle, key,
                              fence),
-        lake.write_partition("documents", merged("documents", documents_of), cycle, key, fence),
-        lake.write_partition("links", merged("links", links_of), cycle, key, fence),
+        lake.write_partition("links", merged("links", ("record", "links"), links_of), cycle, key,
+                             fence),
         # after the documents: an event never points at a document the lake lacks
-        lake.write_partition("index_ready", merged("index_ready", lambda r: outbox.upsert_events(
+        lake.write_partition("index_ready", merged("index_ready", doc, lambda r: outbox.upsert_events(
             documents_of(r))), cycle, key, fence),
     )  # fmt: skip
     if fence is not None and not any(w.superseded_by for w in written):

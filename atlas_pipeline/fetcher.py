@@ -56,7 +56,7 @@ SNIFF_BYTES = 512
 _BINARY_MAGIC = (b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"%PDF-", b"PK\x03\x04", b"\x1f\x8b",
                  b"\x7fELF", b"MZ", b"BZh", b"7z\xbc\xaf", b"Rar!", b"\x00\x00\x01\x00",
                  b"RIFF", b"OggS", b"\x1aE\xdf\xa3", b"wOFF", b"\xca\xfe\xba\xbe")  # fmt: skip
-_BINARY_BYTES = frozenset([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
+_BINARY_BYTES = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
 
 
 def looks_binary(head: bytes) -> bool:
@@ -64,7 +64,11 @@ def looks_binary(head: bytes) -> bool:
     control byte no text format uses), whatever the Content-Type says."""
     if head.startswith((b"\xef\xbb\xbf", b"\xfe\xff", b"\xff\xfe")):  # text byte-order marks
         return False
-    return head.startswith(_BINARY_MAGIC) or any(b in _BINARY_BYTES for b in head[:SNIFF_BYTES])
+    if head.startswith(_BINARY_MAGIC):
+        return True
+    sniffed = head[:SNIFF_BYTES]
+    # translate deletes those bytes in C (a generator over 512 bytes cost ~0.1 ms a page)
+    return len(sniffed.translate(None, _BINARY_BYTES)) < len(sniffed)
 
 
 def make_session(

@@ -67,7 +67,7 @@ def crawl_counts(
     written: set[tuple[str, str]] = set()
     for cycle, shard in partitions:
         if count_errors:
-            for row in engine.store.fetch_records(cycle, shard):
+            for row in engine.store.fetch_records(cycle, shard, ("record",)):
                 fetches += 1
                 errors += is_error(row["record"].get("status"))
         else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from .core import (
@@ -11,6 +11,8 @@ from .core import (
     StoreCore,
     url_digest,
 )
+
+RECORD_PARTS = ("record", "links", "document")  # the JSON columns of a fetch record
 
 
 class ReadStore(StoreCore):
@@ -38,19 +40,26 @@ class ReadStore(StoreCore):
         )
         return {("none" if r[0] is None else str(r[0])): int(r[1]) for r in rows}
 
-    def fetch_records(self, cycle: str, shard: int) -> Iterator[dict[str, Any]]:
-        """The committed records of one partition, streamed (a partition can be large)."""
+    def fetch_records(
+        self, cycle: str, shard: int, parts: Collection[str] = RECORD_PARTS
+    ) -> Iterator[dict[str, Any]]:
+        """The committed records of one partition, streamed (a partition can be large): each
+        its `fetch_id` and the `parts` asked for ("record", "links", "document"), decoded. A
+        pass that needs one part decodes only that one: the links are most of a record."""
+        wanted = [x for x in RECORD_PARTS if x in parts]
+        if len(wanted) != len(set(parts)):
+            raise ValueError(f"unknown record parts {sorted(set(parts) - set(RECORD_PARTS))}")
+        cols = "".join(f", {x}" for x in wanted)
         rows = self._select(
-            """SELECT record, links, document FROM fetch_records
+            f"""SELECT fetch_id{cols} FROM fetch_records
                WHERE cycle = :cycle AND shard = :shard ORDER BY committed_at, fetch_id""",
             {"cycle": cycle, "shard": shard},
         )
         for r in rows:
-            yield {
-                "record": json.loads(r["record"]),
-                "links": json.loads(r["links"]),
-                "document": json.loads(r["document"]) if r["document"] else None,
-            }
+            out: dict[str, Any] = {"fetch_id": r[0]}
+            for i, part in enumerate(wanted, 1):
+                out[part] = json.loads(r[i]) if r[i] else None
+            yield out
 
     def fetch_record_count(self, cycle: str, shard: int) -> int:
         """Fetch records of one partition still in the store (not yet moved out by a

@@ -604,6 +604,14 @@ def test_commit_discovers_links(store: SqliteStore) -> None:
         "scheme_not_allowed",
     ]
     assert rows_by_url(store)["https://news-a.example.test/b"]["state"] == "eligible"
+    # a pass over the records may read only the parts it needs: the same values, nothing else
+    [links_only] = store.fetch_records(CYCLE, SHARD, ("links",))
+    assert links_only == {"fetch_id": "f", "links": rec["links"]}
+    [both] = store.fetch_records(CYCLE, SHARD, ("document", "record"))
+    assert both == {"fetch_id": "f", "record": rec["record"], "document": None}
+    assert rec["fetch_id"] == rec["record"]["fetch_id"] == "f"
+    with pytest.raises(ValueError, match="unknown record parts"):
+        list(store.fetch_records(CYCLE, SHARD, ("record", "body")))
 
 
 def test_backoff_defers_claims_until_it_ends(tmp_path: Path) -> None:

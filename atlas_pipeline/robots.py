@@ -183,6 +183,7 @@ _EOL = re.compile(r"\r\n|\r|\n")
 _WS = " \t"  # RFC 9309 2.2: WS = %x20 / %x09
 
 
+@functools.lru_cache(maxsize=64)  # asked twice per link judged, of one or two user agents
 def crawler_token(user_agent: str) -> str | None:
     """The robots product token of a crawler's User-Agent, case kept: the name before the
     first "/" ("AtlasBot/1.0 (+https://...)" -> "AtlasBot"). None unless that whole name is

@@ -97,7 +97,8 @@ class ProcessTreeRss:
     def close(self, window: dict[str, float]) -> dict[str, float]:
         self.sample()
         with self._lock:
-            self._open.remove(window)
+            # by identity: two windows may hold equal peaks
+            self._open = [w for w in self._open if w is not window]
         return window
 
     def sample(self) -> None:

@@ -13,13 +13,14 @@ row, and `split_urls` undoes a merge (those URLs are labelled alone).
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from datasketch import MinHash
+    from datasketch import LeanMinHash
 
 METHOD = "minhash-lsh+volatile-lines"
 SPLIT = "split"  # an operator took the URL out of its cluster
@@ -40,6 +41,20 @@ class Doc:
     text_hash: str
     text: str
     canonical: str | None = None  # the URL its rel=canonical names (normalized), if any
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A document as dedupe sees it before its text is read."""
+
+    url: str
+    fetch_id: str
+    text_hash: str
+    canonical: str | None = None
+
+
+# Given document ids, yields (id, text) for those it holds, in any order, a few at a time.
+TextStream = Callable[[Collection[str]], Iterable[tuple[str, str | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,30 +82,53 @@ def _lines(text: str) -> set[str]:
     }
 
 
+def story_key(text: str, max_words: int) -> bytes:
+    """The digest of the text's lines longer than `max_words` (stamps masked): two texts
+    differ only in volatile lines exactly when their keys are equal. A line's length is its
+    own, so a long line in one text's set difference is a long line the other lacks; the
+    key lets a partition be judged a text at a time, holding 16 bytes for each."""
+    story = sorted({line for line in _lines(text) if len(line.split()) > max_words})
+    return hashlib.blake2b("\n".join(story).encode(), digest_size=16).digest()
+
+
 def volatile_only(a: str, b: str, max_words: int) -> bool:
     """True when the texts differ only in stamps (times, dates, "ago") and in short lines such
     as a related-links box; a changed sentence of the story is never volatile, whatever
     words it holds."""
-    return all(len(line.split()) <= max_words for line in _lines(a) ^ _lines(b))
+    return story_key(a, max_words) == story_key(b, max_words)
 
 
-def _minhash(text: str, s: Settings) -> MinHash:
+def _minhash(text: str, s: Settings) -> LeanMinHash:
     # datasketch pulls in scipy (0.4 s): imported when a batch dedupes, not by every process
     # that loads the definitions (each Dagster run does)
-    from datasketch import MinHash
+    from datasketch import LeanMinHash, MinHash
 
     m = MinHash(num_perm=s.num_perm, seed=1)
     m.update_batch(list(shingles(text, s.shingle)) or [b""])
-    return m
+    return LeanMinHash(m)  # without the permutations a MinHash carries: 1 KB less a text
 
 
 def cluster(docs: Sequence[Doc], s: Settings = Settings()) -> list[dict[str, object]]:
-    """One row per document: its document id (exact content), its near-duplicate cluster
-    label and how it got it."""
-    by_hash: dict[str, Doc] = {}
+    """`cluster_stream` over documents that carry their text."""
+    text_of: dict[str, str] = {}
     for d in sorted(docs, key=lambda d: (d.text_hash, d.url)):
-        by_hash.setdefault(d.text_hash, d)  # one representative per exact content
-    parent = {h: h for h in by_hash}
+        text_of.setdefault(d.text_hash, d.text)
+    entries = [Entry(d.url, d.fetch_id, d.text_hash, d.canonical) for d in docs]
+    return cluster_stream(entries, lambda ids: ((h, text_of[h]) for h in ids), s)
+
+
+def cluster_stream(
+    entries: Sequence[Entry], texts: TextStream, s: Settings = Settings()
+) -> list[dict[str, object]]:
+    """One row per document: its document id (exact content), its near-duplicate cluster
+    label and how it got it. `texts` streams the texts of the ids asked for, in any order:
+    each is read once, turned into its MinHash and story key, and dropped, so memory follows
+    the number of documents, not their text. The labels do not depend on that order: LSH
+    candidates are symmetric and a cluster's label is its least document id."""
+    reps: dict[str, Entry] = {}
+    for e in sorted(entries, key=lambda e: (e.text_hash, e.url)):
+        reps.setdefault(e.text_hash, e)  # one representative per exact content
+    parent = {h: h for h in reps}
 
     def root(h: str) -> str:
         while parent[h] != h:
@@ -101,19 +139,21 @@ def cluster(docs: Sequence[Doc], s: Settings = Settings()) -> list[dict[str, obj
     from datasketch import MinHashLSH
 
     lsh = MinHashLSH(threshold=s.threshold, num_perm=s.num_perm)
-    hashes = {}
-    for h, d in by_hash.items():
-        if d.url in s.split_urls or not d.text.strip():
+    wanted = {h for h, e in reps.items() if e.url not in s.split_urls}
+    hashes: dict[str, LeanMinHash] = {}
+    keys: dict[str, bytes] = {}
+    for h, text in texts(sorted(wanted)):
+        if h not in wanted or h in hashes or not text or not text.strip():
             continue
-        hashes[h] = _minhash(d.text, s)
+        hashes[h], keys[h] = _minhash(text, s), story_key(text, s.volatile_words)
         for other in lsh.query(hashes[h]):
-            if volatile_only(d.text, by_hash[other].text, s.volatile_words):
+            if keys[other] == keys[h]:
                 a, b = root(h), root(other)
                 parent[max(a, b)] = min(a, b)
         lsh.insert(h, hashes[h])
-    cluster_of = {d.url: root(d.text_hash) for d in docs if d.url not in s.split_urls}
+    cluster_of = {e.url: root(e.text_hash) for e in entries if e.url not in s.split_urls}
     rows = []
-    for d in docs:
+    for d in entries:
         alone = d.url in s.split_urls
         label = d.text_hash if alone else root(d.text_hash)
         rep = hashes.get(label)

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
@@ -199,6 +200,26 @@ class Lake:
             .collect()
         )
         return dict(zip(found["document_id"].to_list(), found["text"].to_list(), strict=True))
+
+    def iter_texts(
+        self, document_ids: Collection[str], batch_rows: int = TEXT_CHUNK_ROWS
+    ) -> Iterator[tuple[str, str | None]]:
+        """(document id, text) for the ids given that the table holds, read a batch of rows
+        at a time (a row group, as `add_texts` writes them, is one batch): memory follows
+        the batch, where `texts` holds every text asked for at once."""
+        wanted = sorted(set(document_ids))
+        if not wanted or not self.exists("document_texts"):
+            return
+        dataset = DeltaTable(
+            self.uri("document_texts"), storage_options=self.storage_options
+        ).to_pyarrow_dataset()
+        batches = dataset.to_batches(
+            columns=["document_id", "text"], filter=pc.field("document_id").isin(wanted),
+            batch_size=batch_rows, batch_readahead=1, fragment_readahead=1,
+            use_threads=False,  # with threads the scan decoded six row groups ahead
+        )  # fmt: skip
+        for batch in batches:
+            yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)
 
     def with_text(self, documents: pl.DataFrame) -> pl.DataFrame:
         """`documents` rows with their text joined in (by document id, the text hash)."""

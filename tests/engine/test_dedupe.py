@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import random
 
-from atlas_pipeline.dedupe import Doc, Settings, cluster, members, volatile_only
+from atlas_pipeline.dedupe import (
+    Doc,
+    Entry,
+    Settings,
+    cluster,
+    cluster_stream,
+    members,
+    volatile_only,
+)
 from atlas_pipeline.parsing import text_hash
 
 rng = random.Random(3)
@@ -75,3 +83,80 @@ def test_a_correction_in_a_sentence_with_time_words_is_still_a_correction() -> N
     assert volatile_only(
         "\n".join(["Posted 5 hours ago, updated 11:07", *BASE]), "\n".join(stamped), 0
     )
+
+
+def _differ_only_in_volatile_lines(a: str, b: str, max_words: int) -> bool:
+    """The definition the story key stands for: every line of the two texts' set difference
+    (stamps masked) has at most `max_words` words."""
+    from atlas_pipeline.dedupe import _lines
+
+    return all(len(line.split()) <= max_words for line in _lines(a) ^ _lines(b))
+
+
+def test_the_story_key_agrees_with_the_line_by_line_definition() -> None:
+    r = random.Random(11)
+    texts = [d.text for d in (TWIN_A, CORRECTED, OTHER, *LIVE)]
+    texts += ["", "Updated 10:42", "Short box\nAnother", "\n".join([*BASE[:3], "tiny"])]
+    for _ in range(300):  # a story with lines dropped, shortened, stamped or boxed
+        lines = list(BASE[: r.randint(1, 8)])
+        for _ in range(r.randint(0, 3)):
+            i = r.randrange(len(lines))
+            lines[i] = r.choice([" ".join(lines[i].split()[: r.randint(1, 14)]),
+                                 f"Posted {r.randint(1, 9)} hours ago", f"Related: {r.choice(WORDS)}"])  # fmt: skip
+        texts.append("\n".join(lines))
+    for max_words in (0, 3, 12):
+        for a in texts:
+            for b in r.sample(texts, 25):
+                assert volatile_only(a, b, max_words) == _differ_only_in_volatile_lines(
+                    a, b, max_words
+                ), (a, b)
+
+
+def test_streamed_texts_label_as_documents_with_their_text_in_any_order() -> None:
+    """`cluster_stream` reads each text once, in whatever order the lake yields them, and
+    labels exactly as `cluster` over the same documents."""
+    docs = [TWIN_A, TWIN_B, CORRECTED, OTHER, *LIVE]
+    want = sorted(cluster(docs), key=lambda r: str(r["url"]))
+    text_of = {d.text_hash: d.text for d in docs}
+    entries = [Entry(d.url, d.fetch_id, d.text_hash, d.canonical) for d in docs]
+    for seed in range(5):
+        asked: list[list[str]] = []
+
+        def texts(ids, seed=seed, asked=asked):  # type: ignore[no-untyped-def]
+            ids = sorted(ids)
+            asked.append(ids)
+            random.Random(seed).shuffle(ids)
+            yield from ((h, text_of[h]) for h in ids)
+            yield ("not-asked", "a text nobody asked for")
+
+        got = sorted(cluster_stream(entries, texts), key=lambda r: str(r["url"]))
+        assert got == want
+        assert len(asked) == 1 and len(asked[0]) == len(text_of)  # one read, once per text
+
+
+def test_a_partitions_texts_are_never_held_together() -> None:
+    """Texts of 50 kB streamed through the clustering: Python memory does not grow with
+    their number, since each becomes a 1 kB MinHash and a 16-byte key and is dropped."""
+    import tracemalloc
+
+    size = 50_000
+
+    def texts(asked):  # type: ignore[no-untyped-def]
+        for i, h in enumerate(sorted(asked)):  # a line of the page's own, over and over
+            line = " ".join(WORDS[(i + k) % len(WORDS)] + str(i) for k in range(12)) + "\n"
+            yield h, line * (size // len(line))
+
+    def peak(n: int) -> int:
+        entries = [Entry(f"https://d.test/p/{i}", f"f{i}", f"{i:064x}") for i in range(n)]
+        tracemalloc.start()
+        try:
+            rows = cluster_stream(entries, texts)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            assert len(rows) == n and len({r["cluster_id"] for r in rows}) == n
+
+    peak(1)  # datasketch's import (scipy) is not the measure
+    few, many = peak(16), peak(64)
+    # held together, 64 texts are 3.2 MB and 16 are 0.8 MB
+    assert many < 1.5 * few and many < 64 * size / 4, (few, many)

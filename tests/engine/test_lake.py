@@ -223,6 +223,28 @@ def test_streamed_texts_land_once_per_id_in_one_commit(lake: Lake) -> None:
     assert again.rows == 0 and lake.read("document_texts").height == total
 
 
+def test_texts_stream_a_row_group_at_a_time(lake: Lake) -> None:
+    """`iter_texts` yields every text asked for and no other, holding one batch of them in
+    Arrow memory at a time: dedupe reads a partition's texts through it."""
+    import pyarrow as pa
+
+    from atlas_pipeline.lake import TEXT_CHUNK_ROWS
+
+    total = TEXT_CHUNK_ROWS * 32
+    lake.add_texts(lambda: (_text(i, 20_000) for i in range(total)), "c1", "s0",
+                   {f"id{i:05d}" for i in range(total)})  # fmt: skip
+    asked = {f"id{i:05d}" for i in range(0, total, 2)} | {"id99999"}  # one the table lacks
+    whole = sum(len(str(_text(i, 20_000)["text"])) for i in range(0, total, 2))
+    start, peak, got = pa.total_allocated_bytes(), 0, {}
+    for document_id, text in lake.iter_texts(asked):
+        peak = max(peak, pa.total_allocated_bytes() - start)
+        got[document_id] = text
+    assert got == {f"id{i:05d}": _text(i, 20_000)["text"] for i in range(0, total, 2)}
+    # read whole, the texts asked for are 41 MB; streamed, a few row groups (about 10 MB)
+    assert peak < whole / 2, (peak, whole)
+    assert dict(lake.iter_texts([])) == {} and dict(Lake(lake.root + "/x").iter_texts(["a"])) == {}
+
+
 def test_a_text_added_by_a_concurrent_writer_is_kept_once(lake: Lake, tmp_path: Path) -> None:
     """Two writers adding the same new text at once (two shards fetching one text): each
     saw it absent; appends do not conflict, so the later one finds it twice and keeps one."""

@@ -113,8 +113,9 @@ def test_the_story_key_agrees_with_the_line_by_line_definition() -> None:
 
 
 def test_streamed_texts_label_as_documents_with_their_text_in_any_order() -> None:
-    """`cluster_stream` reads each text once, in whatever order the lake yields them, and
-    labels exactly as `cluster` over the same documents."""
+    """`cluster_stream` reads the texts in whatever order the lake yields them, those of
+    near-duplicate candidates twice, and labels exactly as `cluster` over the same
+    documents."""
     docs = [TWIN_A, TWIN_B, CORRECTED, OTHER, *LIVE]
     want = sorted(cluster(docs), key=lambda r: str(r["url"]))
     text_of = {d.text_hash: d.text for d in docs}
@@ -124,14 +125,16 @@ def test_streamed_texts_label_as_documents_with_their_text_in_any_order() -> Non
 
         def texts(ids, seed=seed, asked=asked):  # type: ignore[no-untyped-def]
             ids = sorted(ids)
-            asked.append(ids)
+            asked.append(list(ids))
             random.Random(seed).shuffle(ids)
             yield from ((h, text_of[h]) for h in ids)
             yield ("not-asked", "a text nobody asked for")
 
         got = sorted(cluster_stream(entries, texts), key=lambda r: str(r["url"]))
         assert got == want
-        assert len(asked) == 1 and len(asked[0]) == len(text_of)  # one read, once per text
+        # one read of every text, a second of those with a near-duplicate candidate only
+        assert len(asked) == 2 and asked[0] == sorted(text_of)
+        assert set(asked[1]) == {d.text_hash for d in (TWIN_A, CORRECTED, *LIVE)}
 
 
 def test_a_partitions_texts_are_never_held_together() -> None:

@@ -31,6 +31,8 @@ def test_the_demo_leaves_every_asset_materialized_and_every_check_evaluated(
     from resources.dbt import build_dbt_defs
 
     cfg = load_config(data / "atlas.yaml")
+    # one region: no control plane is opened, nor its store created (issue 19)
+    assert cfg.regions.name == "" and not (cfg.data_dir / "control_plane.db").exists()
     graphs = [build_definitions(cfg, str(data / "atlas.yaml"), None).resolve_asset_graph(),
               build_dbt_defs(cfg.lake_uri).resolve_asset_graph()]  # fmt: skip
     assets = {k for g in graphs for k in g.get_all_asset_keys() if g.has(k) and

@@ -26,7 +26,7 @@ from .lake_schema import KEYS, LAYER, PARTITION_BY, SCHEMAS, TS
 __all__ = ["KEYS", "LAYER", "SCHEMAS", "TS", "Lake", "Written", "frame"]
 
 CHUNK_ROWS = 2000  # rows converted at a time when streaming a partition into Delta
-TEXT_CHUNK_ROWS = 128  # texts run to tens of kilobytes each: smaller chunks of them
+TEXT_CHUNK_ROWS = 32  # texts run to tens of kilobytes each: smaller chunks of them
 # a Parquet file is closed once it reaches this size (see delta_files: what a write holds)
 TARGET_FILE_BYTES = 32 * 1024 * 1024
 RowSource = Sequence[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]]

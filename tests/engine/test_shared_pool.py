@@ -93,3 +93,32 @@ def test_an_executor_worker_that_used_the_pool_exits_too(tmp_path: Path) -> None
     """Without the finalizer the executor's worker joins its extraction worker forever at
     exit, and the `with` block above never ends (the subprocess times out)."""
     _exits_leaving_no_worker("executor", tmp_path)
+
+
+LEAN = """
+import sys
+import deltalake, polars, pyarrow, sqlalchemy  # the engine's libraries, as a run's main has them
+from atlas_pipeline.extractor_pool import shared_pool
+from tests.engine.test_parser_isolation import page
+
+if __name__ == "__main__":
+    pool = shared_pool(1, 10.0, 0)
+    pool.submit(page(3), "http://a.test/", None, True).result(timeout=60)
+    maps = open(f"/proc/{pool.worker_pids()[0]}/maps").read()
+    print(sorted(lib for lib in ("polars", "libarrow", "deltalake", "sqlalchemy") if lib in maps))
+    print(sys.modules["__main__"].__file__ == __file__)  # the parent's main is back
+    pool.close()
+"""
+
+
+def test_a_worker_loads_the_parsers_and_not_the_engine(tmp_path: Path) -> None:
+    """An extraction worker maps none of the engine's libraries, whatever its parent's main
+    module imports (spawn imports it again in the child) and although it imports
+    atlas_pipeline: they were 150 MiB of each worker's RSS."""
+    script = tmp_path / "lean.py"
+    script.write_text(LEAN)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, str(script)], cwd=REPO, env=env, text=True,
+                         capture_output=True, timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[:2] == ["[]", "True"], res.stdout

@@ -202,11 +202,15 @@ class Lake:
         return dict(zip(found["document_id"].to_list(), found["text"].to_list(), strict=True))
 
     def iter_texts(
-        self, document_ids: Collection[str], batch_rows: int = TEXT_CHUNK_ROWS
+        self,
+        document_ids: Collection[str],
+        batch_rows: int = TEXT_CHUNK_ROWS,
+        memory_pool: pa.MemoryPool | None = None,
     ) -> Iterator[tuple[str, str | None]]:
         """(document id, text) for the ids given that the table holds, read a batch of rows
         at a time (a row group, as `add_texts` writes them, is one batch): memory follows
-        the batch, where `texts` holds every text asked for at once."""
+        the batch, where `texts` holds every text asked for at once. `memory_pool`: where
+        the scan allocates (Arrow's default pool unless given: a test measures its own)."""
         wanted = sorted(set(document_ids))
         if not wanted or not self.exists("document_texts"):
             return
@@ -217,6 +221,7 @@ class Lake:
             columns=["document_id", "text"], filter=pc.field("document_id").isin(wanted),
             batch_size=batch_rows, batch_readahead=1, fragment_readahead=1,
             use_threads=False,  # with threads the scan decoded six row groups ahead
+            memory_pool=memory_pool,
         )  # fmt: skip
         for batch in batches:
             yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)

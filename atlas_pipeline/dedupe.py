@@ -26,6 +26,7 @@ METHOD = "minhash-lsh+volatile-lines"
 SPLIT = "split"  # an operator took the URL out of its cluster
 METHODS = (METHOD, SPLIT)
 _WORD = re.compile(r"\w+", re.UNICODE)
+MINHASH_SLICE = 1024  # shingles hashed at a time
 # Stamps a page re-renders on every view: clock times, ISO dates, "5 minutes ago".
 _STAMP = re.compile(
     r"\b\d{1,2}:\d{2}(?::\d{2})?\b|\b\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?\b"
@@ -104,7 +105,11 @@ def _minhash(text: str, s: Settings) -> LeanMinHash:
     from datasketch import LeanMinHash, MinHash
 
     m = MinHash(num_perm=s.num_perm, seed=1)
-    m.update_batch(list(shingles(text, s.shingle)) or [b""])
+    found = list(shingles(text, s.shingle)) or [b""]
+    # in slices: a batch's permuted hashes are a (shingles x num_perm) matrix, 4 MB for a
+    # 56 kB text, and the allocator kept what such matrices had taken; the minimum is the same
+    for i in range(0, len(found), MINHASH_SLICE):
+        m.update_batch(found[i : i + MINHASH_SLICE])
     return LeanMinHash(m)  # without the permutations a MinHash carries: 1 KB less a text
 
 

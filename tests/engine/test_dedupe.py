@@ -163,3 +163,15 @@ def test_a_partitions_texts_are_never_held_together() -> None:
     few, many = peak(16), peak(64)
     # held together, 64 texts are 3.2 MB and 16 are 0.8 MB
     assert many < 1.5 * few and many < 64 * size / 4, (few, many)
+
+
+def test_a_long_text_hashed_in_slices_has_the_minhash_of_one_batch() -> None:
+    from datasketch import MinHash
+
+    from atlas_pipeline.dedupe import MINHASH_SLICE, _minhash, shingles
+
+    text = "\n".join(story(5, 400))  # about 7,000 shingles: several slices
+    assert len(shingles(text, 5)) > 3 * MINHASH_SLICE
+    whole = MinHash(num_perm=128, seed=1)
+    whole.update_batch(list(shingles(text, 5)))
+    assert (_minhash(text, Settings()).hashvalues == whole.hashvalues).all()

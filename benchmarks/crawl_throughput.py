@@ -258,6 +258,22 @@ def _measure_start() -> tuple[float, float, float]:
     )
 
 
+def _workers_hwm_mib(pids: list[int]) -> float:
+    """The summed peak RSS (VmHWM) of these live workers. ru_maxrss of RUSAGE_CHILDREN does
+    not tell it: Linux carries a child's high-water mark across exec, so a worker forked by
+    a 200 MiB parent reports 200 MiB whatever it used after exec. A worker that was replaced
+    during the run (after a parser cap) is not counted."""
+    total = 0.0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) / _MIB
+        except OSError:
+            pass
+    return total
+
+
 def _measure_end(start: tuple[float, float, float]) -> dict[str, Any]:
     import multiprocessing
 
@@ -333,9 +349,18 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
             profiler.disable()
         # the extraction pool outlives batches (one per process): join its workers here, so
         # their CPU is counted (RUSAGE_CHILDREN sees joined children only)
+        from atlas_pipeline.extractor_pool import shared_pool
+
+        lim = cfg.limits
+        hwm = _workers_hwm_mib(
+            shared_pool(
+                cfg.extraction_workers, lim.parser_cpu_s, lim.parser_memory_mb
+            ).worker_pids()
+        )
         close_shared()
         out = _measure_end(start)
         out["thread_cpu_s"] = threads.stop()
+        out["workers_hwm_mib"] = hwm
         if sampler is not None:
             sampler.mark("done")
             sampler.stop()
@@ -430,9 +455,10 @@ def run_baseline(args: argparse.Namespace) -> dict[str, Any]:
     try:
         asyncio.run(crawl(pool))
     finally:
+        hwm = _workers_hwm_mib(list(getattr(pool, "_processes", None) or {}))
         pool.shutdown(wait=True)
     out = _measure_end(start)
-    out.update(counts, robots_requests=0, profiled=False)
+    out.update(counts, robots_requests=0, profiled=False, workers_hwm_mib=hwm)
     return out
 
 
@@ -496,6 +522,8 @@ def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
         "cpu_s_per_page": _per_page(r["cpu_s"], pages),
         "rss_mib": r["rss_mib"],
         "children_rss_mib": r["children_rss_mib"],
+        "workers_hwm_mib": r.get("workers_hwm_mib", float("nan")),
+        "all_rss_mib": r["rss_mib"] + r.get("workers_hwm_mib", float("nan")),
         "process_seconds": r["process_seconds"],
         "process_cpu_s": r["process_cpu_s"],
         "server_cpu_s": r["server_cpu_s"],
@@ -559,6 +587,11 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"  CPU s/page        {ra['cpu_s_per_page']:.2f}x")
     print(f"  peak RSS process  {ra['rss_mib']:.2f}x")
     print(f"  peak RSS children {ra['children_rss_mib']:.2f}x")
+    print(
+        f"  peak RSS, all     {ra['all_rss_mib']:.2f}x (main's peak + every worker's VmHWM: "
+        + ", ".join(f"{r['contender']} {r['all_rss_mib']:.0f} MiB" for r in report["results"])
+        + ")"
+    )
     print()
     for row in report["results"]:
         print(
@@ -573,7 +606,7 @@ def print_table(report: dict[str, Any]) -> None:
     print(
         "Notes: seconds and CPU cover the crawl only (Atlas: Engine.from_config .. last "
         "fetch_shard incl. lake writes; baseline: pool start .. pool joined); CPU = process + "
-        "its joined extraction workers; 'child RSS' = largest worker; 'srv CPU s' = sandbox "
+        "its joined extraction workers; 'child RSS' = largest worker's ru_maxrss, which includes the parent's RSS at fork (see 'peak RSS, all' for what workers use); 'srv CPU s' = sandbox "
         "server CPU while that contender ran; 'other CPU s' = CPU used by unrelated processes on the "
         "machine meanwhile (should be ~0). A Dagster run adds ~0.6-1.5 s per run on top "
         "(not measured here)."
@@ -644,7 +677,14 @@ def main_parent(args: argparse.Namespace) -> None:
         "results": rows,
         "ratios": {
             k: _ratio(a[k], b[k])
-            for k in ("seconds", "pages_per_s", "cpu_s_per_page", "rss_mib", "children_rss_mib")
+            for k in (
+                "seconds",
+                "pages_per_s",
+                "cpu_s_per_page",
+                "rss_mib",
+                "children_rss_mib",
+                "all_rss_mib",
+            )
         },
     }
     if args.json:

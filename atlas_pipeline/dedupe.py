@@ -129,8 +129,8 @@ def cluster_stream(
     label and how it got it. `texts` streams the texts of the ids asked for, in any order:
     each is turned into its MinHash and dropped, and those with a near-duplicate candidate
     are read again for their story keys, so memory follows the number of documents, not
-    their text. The labels do not depend on that order: LSH
-    candidates are symmetric and a cluster's label is its least document id."""
+    their text. The labels do not depend on that order: LSH candidates are symmetric and a
+    cluster's label is its least document id."""
     reps: dict[str, Entry] = {}
     for e in sorted(entries, key=lambda e: (e.text_hash, e.url)):
         reps.setdefault(e.text_hash, e)  # one representative per exact content
@@ -147,22 +147,25 @@ def cluster_stream(
     lsh = MinHashLSH(threshold=s.threshold, num_perm=s.num_perm)
     wanted = {h for h, e in reps.items() if e.url not in s.split_urls}
     hashes: dict[str, LeanMinHash] = {}
-    candidates: list[tuple[str, str]] = []
+    involved: set[str] = set()  # texts with a near-duplicate candidate
     for h, text in texts(sorted(wanted)):
         if h not in wanted or h in hashes or not text or not text.strip():
             continue
         hashes[h] = _minhash(text, s)
-        candidates += ((h, other) for other in lsh.query(hashes[h]))
+        if found := lsh.query(hashes[h]):
+            involved.update(found, (h,))
         lsh.insert(h, hashes[h])
     # A second read, of the candidates' texts only, for their story keys (2.5 ms a 56 kB
-    # text): most pages of a web have no near-duplicate and are read once.
-    involved = {h for pair in candidates for h in pair}
+    # text): most pages of a web have no near-duplicate and are read once. The pairs are
+    # asked of the index again rather than kept: a site of near-identical pages has a number
+    # of them that grows with the square of its pages.
     keys = {h: story_key(text or "", s.volatile_words)
             for h, text in (texts(sorted(involved)) if involved else ()) if h in involved}  # fmt: skip
-    for h, other in candidates:
-        if (key := keys.get(h)) is not None and key == keys.get(other):
-            a, b = root(h), root(other)
-            parent[max(a, b)] = min(a, b)
+    for h, key in keys.items():
+        for other in lsh.query(hashes[h]):
+            if other != h and keys.get(other) == key:
+                a, b = root(h), root(other)
+                parent[max(a, b)] = min(a, b)
     cluster_of = {e.url: root(e.text_hash) for e in entries if e.url not in s.split_urls}
     rows = []
     for d in entries:

@@ -52,8 +52,13 @@ class BodyStore:
     def put(self, body: bytes) -> str:
         """Store `body`; return its key. A second put of the same bytes writes nothing."""
         key = digest(body)
-        # Level 1: this runs on the fetch event loop; level 6 cost ~3 ms of CPU a page for
-        # a few percent less disk (benchmarks/crawl_throughput.py).
+        self.put_known(key, body)
+        return key
+
+    def put_known(self, key: str, body: bytes) -> None:
+        """`put` with the key already computed (`digest(body)`: the caller's promise)."""
+        # Level 1: level 6 cost ~3 ms of CPU a page for a few percent less disk
+        # (benchmarks/crawl_throughput.py).
         path = self._path(key, ".gz")
         try:
             # Already stored: touch it, so the orphan sweeper sees it is in use again. If the
@@ -61,7 +66,6 @@ class BodyStore:
             os.utime(path)
         except FileNotFoundError:
             self._write_atomic(path, gzip.compress(body, compresslevel=1, mtime=0))
-        return key
 
     def sweep_orphans(
         self, referenced: Callable[[], set[str]], grace_s: float, now: float | None = None

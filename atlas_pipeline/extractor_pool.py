@@ -26,6 +26,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from . import defaults as d
+from .kept_parse import Keep, KeepFailed, parse_kept
 from .parsing import parse_page, warm
 from .reasons import Reason
 
@@ -78,7 +79,10 @@ def _worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int = 0)
         soft = math.ceil(used.ru_utime + used.ru_stime + cpu_s)
         resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
         try:
-            conn.send(("ok", parse_page(*job)))
+            conn.send(("ok", _parse(*job)))
+            continue
+        except KeepFailed as exc:  # the disk's problem: not a parse failure of the document
+            conn.send((_KEEP_FAILED, str(exc)))
             continue
         except Exception as exc:  # the document's problem, not the worker's
             # C parsers report a failed allocation in their own words; the peak tells
@@ -90,6 +94,22 @@ def _worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int = 0)
                 continue
         conn.send((Reason.PARSE_MEMORY.value, f"over {memory_mb} MiB beyond a warm parser"))
         return
+
+
+_KEEP_FAILED = "keep_failed"
+
+
+def _parse(
+    body: bytes,
+    url: str,
+    charset: str | None,
+    want_text: bool,
+    meta_names: tuple[str, ...],
+    keep: Keep | None,
+) -> dict[str, Any]:
+    if keep is None:
+        return parse_page(body, url, charset, want_text, meta_names)
+    return parse_kept(body, url, charset, want_text, meta_names, keep)
 
 
 def _peak_bytes() -> int:
@@ -167,6 +187,8 @@ class _Slot:
                     Reason.PARSE_TIMEOUT.value, f"over {self.pool.cpu_s:g} s of CPU"
                 ) from None
             raise ParserFailure(Reason.PARSE_CRASHED.value, f"worker exit code {code}") from None
+        if kind == _KEEP_FAILED:
+            raise OSError(value)  # as the batch's own body-store write would have
         if kind != "ok":
             if kind == Reason.PARSE_MEMORY.value:
                 self.stop()  # it exits after saying so
@@ -249,10 +271,12 @@ class ExtractorPool:
         charset: str | None,
         want_text: bool,
         meta_names: tuple[str, ...] = (),
+        keep: Keep | None = None,
     ) -> Future[dict[str, Any]]:
-        """Parse in a worker; `meta_names`: the meta tags to hand back (lowercased names)."""
+        """Parse in a worker; `meta_names`: the meta tags to hand back (lowercased names).
+        With `keep`, the worker stores the body and the text itself (`kept_parse`)."""
         fut: Future[dict[str, Any]] = Future()
-        self._jobs.put(((body, url, charset, want_text, meta_names), fut))
+        self._jobs.put(((body, url, charset, want_text, meta_names, keep), fut))
         return fut
 
     def worker_pids(self) -> list[int]:

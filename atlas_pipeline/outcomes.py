@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from . import defaults as d
 from . import outbox
-from .bodies import Bodies
+from .bodies import Bodies, BodyStore, digest
 from .classify import Next, Verdict
 from .config import CrawlConfig
 from .coordination import Lease, Outcome, UrlState
@@ -25,6 +25,7 @@ from .coordination.base import override_for
 from .directives import HEADER, header_directives, header_values, meta_directives, meta_names
 from .extractor_pool import ExtractorPool, ParserFailure
 from .fetcher import Response
+from .kept_parse import Keep, keep_root, text_chars
 from .reasons import Reason
 from .records import Document, FetchRecord
 from .recrawl import (
@@ -73,6 +74,7 @@ class Outcomes:
         self.stats, self.rng, self.clock = stats, rng, clock
         self._policies = policies
         self._blob = blob
+        self._keep_root = keep_root(bodies)
         r = cfg.recrawl
         self.revisits = RevisitPolicy(cfg.revisit_interval_s, r.min_interval_s, r.max_interval_s,
                                       r.jitter, r.max_growth, r.history)  # fmt: skip
@@ -153,9 +155,28 @@ class Outcomes:
         return Outcome(UrlState.FETCHED, Reason.FETCHED.value, revisit, status=resp.status,
                        record=record, links=links)  # fmt: skip
 
+    def _keep(self, key: str) -> Keep | None:
+        """What a worker needs to store this body and its text itself: a folder store only
+        (the batch does it for an object store)."""
+        if self._keep_root is None:
+            return None
+        return Keep(self._keep_root, key, d.EXTRACTION_VERSION,
+                    with_text=self.render is not None)  # fmt: skip
+
+    async def _put_local(self, key: str, body: bytes) -> None:
+        """A folder store's body, where no worker stored it (an object store's was put
+        before anything else)."""
+        if isinstance(self.bodies, BodyStore):
+            await self._blob(self.bodies.put_known, key, body)
+
     async def _extract(self, key: str, lease: Lease, resp: Response) -> dict[str, Any]:
-        """Links for this URL always; text only if these bytes were never extracted before."""
-        cached = await self._blob(self.bodies.get_extraction, key, d.EXTRACTION_VERSION)
+        """Links for this URL always; text only if these bytes were never extracted before.
+        With a folder store the worker stores the body and the text, and its answer carries
+        the text's length in place of the text."""
+        keep = self._keep(key)
+        cached = None
+        if keep is None:
+            cached = await self._blob(self.bodies.get_extraction, key, d.EXTRACTION_VERSION)
         pending = self._pending_text.get(key)
         mine: asyncio.Future[dict[str, Any]] | None = None
         if cached is None and pending is None:
@@ -163,13 +184,17 @@ class Outcomes:
             self._pending_text[key] = mine
         try:
             fut = self.pool.submit(resp.body, lease.url, resp.charset, mine is not None,
-                                   meta_names(self.cfg.robots_token))  # fmt: skip
+                                   meta_names(self.cfg.robots_token), keep)  # fmt: skip
             parsed = await asyncio.wrap_future(fut)
             if mine is not None:
-                await self._blob(self.bodies.put_extraction, key, d.EXTRACTION_VERSION,
-                                 parsed["extraction"])  # fmt: skip
+                if keep is None:
+                    await self._blob(self.bodies.put_extraction, key, d.EXTRACTION_VERSION,
+                                     parsed["extraction"])  # fmt: skip
                 mine.set_result(parsed["extraction"])
-                self.stats.extracted += 1
+                if parsed.get("reused"):
+                    self.stats.extraction_reused += 1
+                else:
+                    self.stats.extracted += 1
             else:
                 if cached is None:
                     assert pending is not None  # one of the two exists when `mine` is None
@@ -187,7 +212,10 @@ class Outcomes:
                 self._pending_text.pop(key, None)
 
     async def _parsed(self, lease: Lease, resp: Response, revisit: float) -> Outcome:
-        key = await self._blob(self.bodies.put, resp.body)
+        # a folder store's worker stores the body (below); hashing is ~0.5 ms a MiB
+        key = digest(resp.body) if isinstance(self.bodies, BodyStore) else None
+        if key is None:
+            key = await self._blob(self.bodies.put, resp.body)
         now = self.clock()
         token = self.cfg.robots_token
         said = header_directives(header_values(resp.headers.get(HEADER)), token)
@@ -196,6 +224,7 @@ class Outcomes:
         # The same bytes as last time: nothing to re-parse, unless the X-Robots-Tag header
         # disagrees with what the URL holds (the same meta tags cannot tell it apart).
         if key == lease.content_hash and said.noindex == withheld:
+            await self._put_local(key, resp.body)  # touched: the sweeper sees it in use
             return self._checked(
                 lease, resp, now, changed=False, reason=Reason.CONTENT_UNCHANGED.value,
                 record=self.record(lease, resp, Reason.CONTENT_UNCHANGED.value, body_key=key),
@@ -204,6 +233,7 @@ class Outcomes:
         try:
             parsed = await self._extract(key, lease, resp)
         except ParserFailure as exc:  # crashed, looped or ballooned: this page only
+            await self._put_local(key, resp.body)  # its worker may have died before that
             record = self.record(lease, resp, exc.reason, body_key=key, error=exc.detail)
             return Outcome(UrlState.QUARANTINED, exc.reason, revisit, status=resp.status,
                            record=record)  # fmt: skip
@@ -233,7 +263,7 @@ class Outcomes:
             fetch_id=record.fetch_id, url=lease.url, origin=lease.origin, title=ext["title"],
             author=ext["author"], published=ext["date"], description=ext["description"],
             language=parsed["language"], text_hash=ext["text_hash"],
-            text_chars=len(ext["text"]), canonical_hint=parsed["canonical"],
+            text_chars=text_chars(ext), canonical_hint=parsed["canonical"],
             charset=parsed["charset"], body_key=doc_key, links_out=len(links),
             extraction_version=ext["extraction_version"], fetched_at=resp.started_at,
             # noindex: stored and deduped, not indexed; what an earlier upsert delivered for

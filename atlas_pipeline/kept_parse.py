@@ -1,0 +1,80 @@
+"""A page parsed in a worker that stores its own body and text in a local body store.
+
+A fetch batch's process used to do this itself: gzip and write the body, look up and write
+the extraction cache, each a hop to a body thread, with the text (tens of kB a page) pickled
+back from the worker only to be written to disk again. With a folder store the worker holds
+both in hand, so it writes them, in the order a crash needs (the body before its parse, the
+text before the answer the commit waits for), and sends back the extraction without its text.
+An object store (`ObjectBodyStore`) keeps the batch-side path: workers do not open one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .bodies import Bodies, BodyStore
+from .parsing import parse_page
+
+
+class KeepFailed(Exception):
+    """The worker could not write to the body store (a disk's problem, not the document's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Where and how a worker keeps what it parsed. `key` is `bodies.digest(body)`; with
+    `with_text` the text is sent back as well (the render lane counts its words)."""
+
+    root: str
+    key: str
+    version: str
+    with_text: bool = False
+
+
+def keep_root(bodies: Bodies) -> str | None:
+    """The folder a worker keeps bodies in, or None: the batch stores them (object store)."""
+    return str(bodies.root) if isinstance(bodies, BodyStore) else None
+
+
+def text_chars(extraction: dict[str, Any]) -> int:
+    """Characters of an extraction's text, whether or not the text came with it."""
+    if "text_chars" in extraction:
+        return int(extraction["text_chars"])
+    return len(extraction["text"])
+
+
+def parse_kept(
+    body: bytes,
+    url: str,
+    charset: str | None,
+    want_text: bool,
+    meta_names: tuple[str, ...],
+    keep: Keep,
+) -> dict[str, Any]:
+    """`parsing.parse_page`, storing the body first and the text after. The text comes from
+    the store's extraction cache when these bytes were extracted before (`reused` says so)."""
+    store = BodyStore(Path(keep.root))
+    try:
+        store.put_known(keep.key, body)
+        cached = store.get_extraction(keep.key, keep.version) if want_text else None
+    except OSError as exc:
+        raise KeepFailed(f"body store {keep.root}: {exc}") from None
+    out = parse_page(body, url, charset, want_text and cached is None, meta_names)
+    out["reused"] = cached is not None
+    if not want_text:
+        return out
+    if cached is None:
+        extraction = out["extraction"]
+        try:
+            store.put_extraction(keep.key, keep.version, extraction)
+        except OSError as exc:
+            raise KeepFailed(f"body store {keep.root}: {exc}") from None
+    else:
+        extraction = cached
+    extraction = {**extraction, "text_chars": text_chars(extraction)}
+    if not keep.with_text:
+        extraction.pop("text")
+    out["extraction"] = extraction
+    return out

@@ -1,0 +1,88 @@
+"""A parser worker keeps what it parsed in a folder body store (issue 16, the fetch hot path):
+the body and the extraction are on disk before the answer, the answer carries the text's
+length and not the text (tens of kB a page the batch's process never needs), the cache
+answers for bytes extracted before, and a disk error is the disk's, not a parse failure."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from atlas_pipeline import defaults as d
+from atlas_pipeline.bodies import BodyStore, digest
+from atlas_pipeline.extractor_pool import ExtractorPool, ParserFailure
+from atlas_pipeline.kept_parse import Keep, text_chars
+from tests.engine.test_parser_isolation import page
+
+URL = "http://a.example.test/"
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ExtractorPool]:
+    with ExtractorPool(1, cpu_s=30.0, memory_mb=0) as p:
+        yield p
+
+
+def _keep(root: Path, body: bytes, with_text: bool = False) -> Keep:
+    return Keep(str(root), digest(body), d.EXTRACTION_VERSION, with_text)
+
+
+def test_the_worker_stores_body_and_text_and_answers_without_the_text(
+    pool: ExtractorPool, tmp_path: Path
+) -> None:
+    body = page(12)
+    store, keep = BodyStore(tmp_path), _keep(tmp_path, body)
+    out = pool.submit(body, URL, None, True, (), keep).result(timeout=120)
+    ext = out["extraction"]
+    assert "text" not in ext and out["reused"] is False
+    stored = store.get_extraction(keep.key, d.EXTRACTION_VERSION)
+    assert stored is not None and "Paragraph 11" in stored["text"]
+    assert ext["text_chars"] == len(stored["text"]) == text_chars(stored)
+    assert ext["text_hash"] == stored["text_hash"] and ext["title"] == stored["title"]
+    assert store.get(keep.key) == body  # the body, gzip'd under its digest
+    assert gzip.decompress(Path(store.uri(keep.key).removeprefix("file://")).read_bytes()) == body
+    assert len(out["links"]) == 12
+
+
+def test_bytes_extracted_before_are_answered_from_the_store(
+    pool: ExtractorPool, tmp_path: Path
+) -> None:
+    body = page(5)
+    keep = _keep(tmp_path, body)
+    first = pool.submit(body, URL, None, True, (), keep).result(timeout=120)
+    again = pool.submit(body, URL + "other", None, True, (), keep).result(timeout=120)
+    assert again["reused"] is True and first["reused"] is False
+    assert again["extraction"] == first["extraction"]
+    assert len(again["links"]) == 5  # links are this URL's, parsed every time
+
+
+def test_links_only_still_store_the_body(pool: ExtractorPool, tmp_path: Path) -> None:
+    body = page(3)
+    keep = _keep(tmp_path, body)
+    out = pool.submit(body, URL, None, False, (), keep).result(timeout=120)
+    assert "extraction" not in out and BodyStore(tmp_path).has(keep.key)
+    assert BodyStore(tmp_path).get_extraction(keep.key, d.EXTRACTION_VERSION) is None
+
+
+def test_with_text_the_text_comes_back_too(pool: ExtractorPool, tmp_path: Path) -> None:
+    body = page(4)
+    out = pool.submit(body, URL, None, True, (), _keep(tmp_path, body, True)).result(120)
+    assert "Paragraph 3" in out["extraction"]["text"]
+    assert out["extraction"]["text_chars"] == len(out["extraction"]["text"])
+
+
+def test_a_store_that_cannot_be_written_is_an_os_error_not_a_parse_failure(
+    pool: ExtractorPool, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the store's folder should be")
+    body = page(2)
+    with pytest.raises(OSError, match="body store") as info:
+        pool.submit(body, URL, None, True, (), _keep(blocked, body)).result(timeout=120)
+    assert not isinstance(info.value, ParserFailure)
+    # the worker goes on: the next document is parsed and kept
+    ok = pool.submit(body, URL, None, True, (), _keep(tmp_path, body)).result(timeout=120)
+    assert ok["extraction"]["text_chars"] > 0

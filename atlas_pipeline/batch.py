@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from . import defaults as d
 from . import failpoints
+from .backlog import claim_room
 from .bodies import Bodies
 from .classify import ClassifyPolicy, classify
 from .config import CrawlConfig
@@ -406,9 +407,10 @@ class FetchBatch(RobotsFetching):
                 continue
             # before this turn's claim: a hop was claimed, with its robots task, earlier
             next_hop = await self._reserve_hops(now) if self._hops else float("inf")
-            room = min(
+            room = claim_room(
                 self.cfg.politeness.global_concurrency - self._net_active,
                 self._parse_backlog - self._parsing,
+                self._parse_backlog,
             )
             if room <= 0:
                 await self._give_back_slots()

@@ -114,11 +114,27 @@ def extract_text(html: str, url: str) -> dict[str, Any]:
     }
 
 
+# every ASCII character str.isspace() (and the regex \\s) calls whitespace, but the space
+_ASCII_SPACES = str.maketrans(dict.fromkeys("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f", " "))
+
+
+def one_space(text: str) -> str:
+    """Every run of whitespace one space, none at the ends: what `" ".join(text.split())`
+    gives. For ASCII text, translating to spaces and halving runs of two is 3x cheaper
+    (0.35 -> 0.11 ms for a 55 kB text); elsewhere translate is the slower (2.6 ms)."""
+    if not text.isascii():
+        return " ".join(text.split())
+    spaced = text.translate(_ASCII_SPACES)
+    while "  " in spaced:
+        spaced = spaced.replace("  ", " ")
+    return spaced.strip(" ")
+
+
 def text_hash(text: str) -> str:
     """Digest of whitespace-normalized extracted text (exact content identity): every run of
     whitespace one space, none at the ends. `str.split` finds the same runs as the regex
     `\\s+` (both use Unicode's whitespace) at a quarter of its cost, ~1.5 ms of a 56 kB text."""
-    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()
+    return hashlib.sha256(one_space(text).encode("utf-8")).hexdigest()
 
 
 def parse_page(

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from atlas_pipeline.parsing import text_hash
+from atlas_pipeline.parsing import one_space, text_hash
 
 _RULE = re.compile(r"\s+")  # the rule as first written: what every stored digest follows
 
@@ -51,3 +51,20 @@ def test_the_digest_is_pinned() -> None:
     assert text_hash(" hello\tworld\n") == (
         "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
     )
+
+
+def test_ascii_texts_take_the_fast_path_to_the_same_digest() -> None:
+    # one_space translates ASCII text and halves runs of spaces: runs of every length, odd
+    # and even, every ASCII whitespace character, at the ends and inside
+    import random
+
+    rng = random.Random(16)
+    spaces = [chr(c) for c in range(128) if chr(c).isspace()]
+    pieces = ["a", "bc", "word", ".", "x y", *spaces]
+    cases = ["", " " * 1001, "a" + " " * 7 + "b", "\x1f\x1ca\x0b\x0cb\r\n"]
+    cases += ["".join(rng.choice(pieces) * rng.randint(1, 9) for _ in range(rng.randint(0, 60)))
+              for _ in range(400)]  # fmt: skip
+    for text in cases:
+        assert text.isascii()
+        assert one_space(text) == " ".join(text.split()) == _RULE.sub(" ", text).strip()
+        assert text_hash(text) == _by_rule(text), repr(text)

@@ -228,7 +228,8 @@ class Limits(_Section):
     max_attempts: int = Field(d.MAX_ATTEMPTS, ge=1)
     """Fetch attempts per URL before it becomes terminal."""
     retry_backoff_s: float = Field(d.RETRY_BACKOFF_S, ge=0)
-    """Base delay before a failed URL is eligible again."""
+    """Base delay before a failed URL is eligible again: attempt n waits between half and
+    all of base x 2^(n-1), capped at an hour."""
     store_outage_s: float = Field(d.STORE_OUTAGE_S, gt=0)
     """How long a batch waits out an unreachable coordination store before it fails."""
     interrupt_grace_s: float = Field(d.INTERRUPT_GRACE_S, ge=0)

@@ -51,9 +51,14 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
 
 
 def backoff_s(attempt: int, base_s: float, cap_s: float, rng: random.Random | None = None) -> float:
-    """Full-jitter exponential backoff: uniform(0, min(cap, base * 2**(attempt-1)))."""
+    """Equal-jitter exponential backoff: uniform(c / 2, c), c = min(cap, base * 2**(attempt-1)).
+
+    The floor doubles with the ceiling (seed 003 decision 20: immediate retries hammer a
+    server that is already failing). Full jitter, uniform(0, c), could send a URL's second
+    and third attempts within a second of its first, so one overload of a few requests spent
+    every attempt of the pages it hit; half of the range still spreads retries apart."""
     ceiling = min(cap_s, base_s * (2 ** max(0, attempt - 1)))
-    return (rng or random).uniform(0.0, ceiling)
+    return (rng or random).uniform(ceiling / 2, ceiling)
 
 
 def bucket_of(origin: str, mode: str, domain: str, ip_of: Callable[[str], str]) -> str:

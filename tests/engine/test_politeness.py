@@ -107,10 +107,18 @@ def test_backoff_stays_within_its_ceiling(attempt: int) -> None:
     ceiling = min(cap, base * 2 ** max(0, attempt - 1))
     rng = random.Random(attempt)
     draws = [backoff_s(attempt, base, cap, rng) for _ in range(300)]
-    assert all(0.0 <= x <= ceiling for x in draws)
-    # full jitter: the draws spread over the whole range, not one fixed delay
-    assert max(draws) > 0.8 * ceiling
-    assert min(draws) < 0.2 * ceiling
+    assert all(ceiling / 2 <= x <= ceiling for x in draws)
+    # equal jitter: the draws spread over the upper half, not one fixed delay, and never
+    # come back sooner than half the ceiling (no near-immediate retry into a failing server)
+    assert max(draws) > 0.95 * ceiling
+    assert min(draws) < 0.55 * ceiling
+
+
+@pytest.mark.parametrize(("attempt", "floor"), [(1, 5.0), (2, 10.0), (3, 20.0), (4, 40.0),
+                                                (7, 300.0), (12, 300.0)])  # fmt: skip
+def test_backoff_floor_doubles_with_each_attempt_then_caps(attempt: int, floor: float) -> None:
+    rng = random.Random(attempt)
+    assert min(backoff_s(attempt, 10.0, 600.0, rng) for _ in range(2000)) >= floor
 
 
 def test_backoff_ceiling_doubles_then_caps() -> None:

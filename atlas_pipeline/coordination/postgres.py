@@ -29,7 +29,7 @@ from sqlalchemy.dialects import postgresql
 from ..errors import CoordinationError, StoreUnavailable
 from .base import Lease, OriginPolicy, Outcome, TrapCaps
 from .catalogue import _URL_COLUMNS
-from .core import _PAUSED, Many, _has_capacity
+from .core import _PAUSED, Many
 from .migrate import MIGRATOR, engine_for
 from .sqlite import SqliteStore, url_digest
 
@@ -372,7 +372,7 @@ class PostgresStore(SqliteStore):
             held = {origin: int(n) for origin, n in cur.fetchall()}
         taken = [{**dict(zip(r.keys(), r, strict=True)), "in_flight": held.get(r["origin"], 0)}
                  for r in rows]  # fmt: skip
-        return {o["origin"]: o for o in taken if _has_capacity(o, now)}
+        return {o["origin"]: o for o in taken}
 
     def _engine(self) -> sa.Engine:
         return engine_for(self.url, 5.0)

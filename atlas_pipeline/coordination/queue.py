@@ -58,6 +58,7 @@ class _Claiming:
     buckets: set[str] = field(default_factory=set)  # buckets served: one claim each
     looked: bool = False  # an origin was served (its URLs may all have been blocked)
     took: bool = False  # an origin was taken (not every one held by another claimer)
+    held: bool = False  # an origin row is locked by this claim, with a free slot or not
 
 
 def _part(rest: list[Row], need: int, now: float) -> list[Row]:
@@ -112,10 +113,13 @@ class QueueStore(OriginStore):
             params["n"] = max(64, 4 * limit)
             for attempt in (0, 1):
                 k = self._claim_round(c, ready_sql, params, cycle, now, token, lease_s, limit)
-                if k.took or not k.order or not self._waits or attempt:
+                if k.took or k.held or not k.order or not self._waits or attempt:
                     break
                 # Every ready origin is held by another claimer: wait for the first ones'
-                # claims to end and look again, so the answer says when to come back.
+                # claims to end and look again, so the answer says when to come back. Only
+                # a claim that holds no origin row may wait: rows it locked and found full
+                # are out of origin order with the ones it would wait for, and two such
+                # claims (or one and a commit) deadlocked (CI of 79e4916, 8 claimers).
                 self._take_origins(c, _part(k.order, limit, now), now, params, wait=True)
             self._many(c, BLOCK, k.blocked)
             if k.claims:
@@ -156,7 +160,9 @@ class QueueStore(OriginStore):
         while len(k.claims) < limit and start < len(order):
             part = _part(order[start:], limit - len(k.claims), now)
             start += len(part)
-            taken = self._take_origins(c, part, now, params, wait=False)
+            locked = self._take_origins(c, part, now, params, wait=False)
+            k.held = k.held or bool(locked)
+            taken = {o: row for o, row in locked.items() if _has_capacity(row, now)}
             k.took = k.took or bool(taken)
             for origin in part:
                 if len(k.claims) >= limit:
@@ -188,8 +194,9 @@ class QueueStore(OriginStore):
     def _take_origins(
         self, c: Conn, part: list[Row], now: float, params: dict[str, Any], wait: bool
     ) -> dict[str, Row]:
-        """The origins of `part` this claim may serve, by origin, as they are now (SQLite's
-        IMMEDIATE transaction already holds them all; postgres.py locks them)."""
+        """The origins of `part` this claim holds, by origin, as they are now, their free
+        slots not yet judged (SQLite's IMMEDIATE transaction already holds them all;
+        postgres.py locks them)."""
         return {o["origin"]: o for o in part}
 
     _waits = False  # whether _take_origins can come back empty-handed for another claimer

@@ -942,6 +942,56 @@ def test_a_claim_passes_origins_another_claimer_holds_and_never_takes_them(
     store.close()
 
 
+@pytest.mark.postgres_only
+def test_a_claim_holding_an_origin_it_found_full_never_waits_for_another(
+    tmp_path: Path,
+) -> None:
+    """A claim locks origin A and finds its slot leased by a claimer that committed after
+    its look, while origin B is held mid-claim: it answers at once, holding A, instead of
+    queueing for B. Waiting there, with A held out of origin order, closed lock cycles with
+    other claims and commits (deadlocks in the CI of 79e4916)."""
+    import psycopg
+
+    from atlas_pipeline.coordination.postgres import PostgresStore
+
+    a, b = "https://news-a.example.test:443", "https://docs-b.example.test:443"
+    setup = make_store(tmp_path, gap=0.0, max_in_flight=1)
+    now = ready_origin(setup, ["https://news-a.example.test/1", "https://news-a.example.test/2"])
+    now = ready_origin(
+        setup, ["https://docs-b.example.test/1", "https://docs-b.example.test/2"], now
+    )
+    rival = make_store(tmp_path, gap=0.0, max_in_flight=1)
+    raced: list[object] = []
+
+    class Overtaken(PostgresStore):
+        def _take_origins(self, c: Any, part: list[Any], now: float, params: dict[str, Any],
+                          wait: bool) -> dict[str, Any]:  # fmt: skip
+            if not raced:  # between this claim's look and its locks: A's slot is leased
+                raced.append(claim_batch(rival, now, 8))
+            return super()._take_origins(c, part, now, params, wait)
+
+    store = Overtaken(_backend_url["url"], OriginPolicy(0.0, 1), 100)
+    holder = psycopg.connect(_backend_url["url"], autocommit=False)
+    got: list[object] = []
+    claimer = threading.Thread(target=lambda: got.append(claim_batch(store, now, 2)))
+    try:
+        holder.execute("SELECT 1 FROM origins WHERE origin = %s FOR UPDATE", (b,))
+        claimer.start()
+        claimer.join(timeout=3.0)
+        assert isinstance(raced[0], list) and [x.origin for x in raced[0]] == [a], raced
+        assert not claimer.is_alive(), "the claim holding A queued behind the held B"
+        assert isinstance(got[0], Wait), got
+    finally:
+        holder.rollback()
+        holder.close()
+        if claimer.ident is not None:
+            claimer.join(timeout=10)
+    later = claim_batch(store, now, 2)  # B is free again; A's slot is still leased
+    assert isinstance(later, list) and [x.origin for x in later] == [b], later
+    for s in (store, rival, setup):
+        s.close()
+
+
 @pytest.mark.parametrize("workers", [8])
 def test_concurrent_claim_batches_never_lease_a_url_twice(tmp_path: Path, workers: int) -> None:
     setup = make_store(tmp_path, gap=0.0, max_in_flight=4)

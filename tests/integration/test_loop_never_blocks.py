@@ -1,8 +1,12 @@
 """The fetch loop never waits on the store (issue: the fetch hot path, item 1).
 
 A coordination store whose every call takes 200 ms (a busy SQLite file, a far PostgreSQL)
-must not stall the event loop: asyncio's debug mode reports each callback that ran longer
-than 20 ms, and none may. The requests still keep their gap and in-flight cap as the
+must not stall the event loop: no callback may hold the loop longer than 20 ms. A callback's
+time is its wall time less what the kernel kept its thread waiting for a core (the run-queue
+delay of /proc/thread-self/schedstat): on two cores shared with the extraction workers, the
+server and PostgreSQL, preemption alone stretched a 2 ms step past 20 ms now and then (CI
+runs saw 22 and 29 ms), while a store call on the loop sleeps 200 ms off the run queue and
+counts whole. The probe shows it can fail: a 50 ms sleep on the loop is caught first. The requests still keep their gap and in-flight cap as the
 sandbox server saw them. (Before the store calls went to the batch's store thread, every
 claim, commit and clock push ran on the loop: each showed up here as a 200 ms callback.)"""
 
@@ -10,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -28,6 +31,35 @@ STORE_CALL_S = 0.2
 SLOW_CALLBACK_S = 0.02
 GAP_S = 0.3
 SERVER_JITTER_S = 0.02  # the server logs a request when it reads it, a moment after it left
+
+
+def _run_queue_ns() -> int:
+    """ns this thread has waited runnable for a core (0 where schedstat is missing)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as fh:
+            return int(fh.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class LoopProbe:
+    """Times every callback the loop runs (asyncio.Handle._run), less run-queue delay."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, limit_s: float) -> None:
+        self.slow: list[tuple[float, float, str]] = []  # (held ms, wall ms, callback)
+        self.callbacks = 0
+        run, limit_ns = asyncio.Handle._run, int(limit_s * 1e9)
+
+        def timed(handle: asyncio.Handle) -> None:
+            t0, q0 = time.perf_counter_ns(), _run_queue_ns()
+            run(handle)
+            wall = time.perf_counter_ns() - t0
+            held = wall - (_run_queue_ns() - q0)
+            self.callbacks += 1
+            if held > limit_ns:
+                self.slow.append((held / 1e6, wall / 1e6, repr(handle)))
+
+        monkeypatch.setattr(asyncio.Handle, "_run", timed)
 
 
 class SlowStore:
@@ -51,7 +83,7 @@ class SlowStore:
 
 
 def test_a_slow_store_never_stalls_the_loop(
-    sandbox: SandboxProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    sandbox: SandboxProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = config_from_mapping(sandbox_config(
         sandbox, tmp_path, shards=1, politeness={"min_gap_s": GAP_S, "max_in_flight": 1},
@@ -62,19 +94,27 @@ def test_a_slow_store_never_stalls_the_loop(
     sandbox.log.clear()
     store = SlowStore(engine.store, STORE_CALL_S)
 
+    probe = LoopProbe(monkeypatch, SLOW_CALLBACK_S)
+
+    async def blocking() -> None:  # the probe's own check: a call that waits on the loop
+        asyncio.get_running_loop().call_soon(time.sleep, 0.05)
+        await asyncio.sleep(0.06)
+
+    asyncio.run(blocking(), debug=True)
+    assert len(probe.slow) == 1 and "sleep" in probe.slow[0][2], probe.slow
+    assert probe.slow[0][0] >= 49, probe.slow
+    probe.slow.clear()
+
     async def batch(pool: ExtractorPool) -> BatchStats:
-        asyncio.get_running_loop().slow_callback_duration = SLOW_CALLBACK_S
         return await FetchBatch(cfg, store, engine.bodies, pool, "c0001", 0).run()  # type: ignore[arg-type]
 
     limits = cfg.limits
-    with (
-        ExtractorPool(cfg.extraction_workers, limits.parser_cpu_s, limits.parser_memory_mb) as pool,
-        caplog.at_level(logging.WARNING, logger="asyncio"),
-    ):
+    with ExtractorPool(
+        cfg.extraction_workers, limits.parser_cpu_s, limits.parser_memory_mb
+    ) as pool:
         stats = asyncio.run(batch(pool), debug=True)
-    slow = [r.getMessage() for r in caplog.records
-            if r.name == "asyncio" and r.getMessage().startswith("Executing")]  # fmt: skip
-    assert slow == [], slow
+    assert probe.callbacks > 100
+    assert probe.slow == [], probe.slow
     assert store.calls > 20  # the store was in the way all along
     pages = [e for e in sandbox.log.entries() if e["path"] != "/robots.txt"]
     assert stats.requests >= len(pages) >= 10

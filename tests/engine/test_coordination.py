@@ -909,13 +909,35 @@ def test_push_origin_clocks_only_moves_forward_and_holds_backoff(tmp_path: Path)
     assert claim(store, now + 30) == Wait(now + 50)
 
 
+def _claim_while_held(
+    store: CoordinationStore, held: str, now: float, limit: int, timeout_s: float
+) -> tuple[bool, list[object]]:
+    """A claim run while another PostgreSQL connection holds origin `held`'s row (a claimer
+    mid-claim): whether it was still waiting after `timeout_s`, and what it answered."""
+    import psycopg
+
+    holder = psycopg.connect(_backend_url["url"], autocommit=False)
+    got: list[object] = []
+    claimer = threading.Thread(target=lambda: got.append(claim_batch(store, now, limit)))
+    try:
+        holder.execute("SELECT 1 FROM origins WHERE origin = %s FOR UPDATE", (held,))
+        claimer.start()
+        claimer.join(timeout=timeout_s)
+        waiting = claimer.is_alive()
+    finally:
+        holder.rollback()
+        holder.close()
+        if claimer.ident is not None:
+            claimer.join(timeout=10)
+    return waiting, got
+
+
 @pytest.mark.postgres_only
 def test_a_claim_passes_origins_another_claimer_holds_and_never_takes_them(
     tmp_path: Path,
 ) -> None:
     """Claims of one shard run side by side on PostgreSQL: while one claimer holds origin A's
     row (mid-claim), another claim neither waits for it nor leases A; it takes B at once."""
-    import psycopg
 
     store = make_store(tmp_path, gap=1.0, max_in_flight=1)
     a, b = "https://news-a.example.test:443", "https://docs-b.example.test:443"
@@ -923,20 +945,9 @@ def test_a_claim_passes_origins_another_claimer_holds_and_never_takes_them(
     now = ready_origin(
         store, ["https://docs-b.example.test/1", "https://docs-b.example.test/2"], now
     )
-    holder = psycopg.connect(_backend_url["url"], autocommit=False)
-    got: list[object] = []
-    claimer = threading.Thread(target=lambda: got.append(claim_batch(store, now, 8)))
-    try:
-        holder.execute("SELECT 1 FROM origins WHERE origin = %s FOR UPDATE", (a,))
-        claimer.start()
-        claimer.join(timeout=2.0)
-        assert not claimer.is_alive(), "the claim queued behind the held origin"
-        assert isinstance(got[0], list) and [x.origin for x in got[0]] == [b], got
-    finally:
-        holder.rollback()
-        holder.close()
-        if claimer.ident is not None:
-            claimer.join(timeout=10)
+    waiting, got = _claim_while_held(store, a, now, 8, timeout_s=2.0)
+    assert not waiting, "the claim queued behind the held origin"
+    assert isinstance(got[0], list) and [x.origin for x in got[0]] == [b], got
     later = claim_batch(store, now, 8)  # released: A is claimable again, B waits its gap
     assert isinstance(later, list) and [x.origin for x in later] == [a], later
     store.close()
@@ -950,7 +961,6 @@ def test_a_claim_holding_an_origin_it_found_full_never_waits_for_another(
     its look, while origin B is held mid-claim: it answers at once, holding A, instead of
     queueing for B. Waiting there, with A held out of origin order, closed lock cycles with
     other claims and commits (deadlocks in the CI of 79e4916)."""
-    import psycopg
 
     from atlas_pipeline.coordination.postgres import PostgresStore
 
@@ -971,21 +981,10 @@ def test_a_claim_holding_an_origin_it_found_full_never_waits_for_another(
             return super()._take_origins(c, part, now, params, wait)
 
     store = Overtaken(_backend_url["url"], OriginPolicy(0.0, 1), 100)
-    holder = psycopg.connect(_backend_url["url"], autocommit=False)
-    got: list[object] = []
-    claimer = threading.Thread(target=lambda: got.append(claim_batch(store, now, 2)))
-    try:
-        holder.execute("SELECT 1 FROM origins WHERE origin = %s FOR UPDATE", (b,))
-        claimer.start()
-        claimer.join(timeout=3.0)
-        assert isinstance(raced[0], list) and [x.origin for x in raced[0]] == [a], raced
-        assert not claimer.is_alive(), "the claim holding A queued behind the held B"
-        assert isinstance(got[0], Wait), got
-    finally:
-        holder.rollback()
-        holder.close()
-        if claimer.ident is not None:
-            claimer.join(timeout=10)
+    waiting, got = _claim_while_held(store, b, now, 2, timeout_s=3.0)
+    assert isinstance(raced[0], list) and [x.origin for x in raced[0]] == [a], raced
+    assert not waiting, "the claim holding A queued behind the held B"
+    assert isinstance(got[0], Wait), got
     later = claim_batch(store, now, 2)  # B is free again; A's slot is still leased
     assert isinstance(later, list) and [x.origin for x in later] == [b], later
     for s in (store, rival, setup):

@@ -6,9 +6,10 @@ time is its wall time less what the kernel kept its thread waiting for a core (t
 delay of /proc/thread-self/schedstat): on two cores shared with the extraction workers, the
 server and PostgreSQL, preemption alone stretched a 2 ms step past 20 ms now and then (CI
 runs saw 22 and 29 ms), while a store call on the loop sleeps 200 ms off the run queue and
-counts whole. The probe shows it can fail: a 50 ms sleep on the loop is caught first. The requests still keep their gap and in-flight cap as the
-sandbox server saw them. (Before the store calls went to the batch's store thread, every
-claim, commit and clock push ran on the loop: each showed up here as a 200 ms callback.)"""
+counts whole. The probe shows it can fail: a 50 ms sleep on the loop is caught first.
+The requests still keep their gap and in-flight cap as the sandbox server saw them.
+(Before the store calls went to the batch's store thread, every claim, commit and clock
+push ran on the loop: each showed up here as a 200 ms callback.)"""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ An object store (`ObjectBodyStore`) keeps the batch-side path: workers do not op
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,12 @@ def text_chars(extraction: dict[str, Any]) -> int:
     return len(extraction["text"])
 
 
+@functools.lru_cache(maxsize=4)
+def _store(root: str) -> BodyStore:
+    """One store a folder for a worker's life: it remembers the folders it has made."""
+    return BodyStore(Path(root))
+
+
 def parse_kept(
     body: bytes,
     url: str,
@@ -55,7 +62,7 @@ def parse_kept(
 ) -> dict[str, Any]:
     """`parsing.parse_page`, storing the body first and the text after. The text comes from
     the store's extraction cache when these bytes were extracted before (`reused` says so)."""
-    store = BodyStore(Path(keep.root))
+    store = _store(keep.root)
     try:
         store.put_known(keep.key, body)
         cached = store.get_extraction(keep.key, keep.version) if want_text else None

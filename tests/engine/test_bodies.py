@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,20 @@ def test_extraction_cache_is_per_body(store: BodyStore) -> None:
     assert store.get_extraction(k2, "v1") is None
 
 
+def test_the_extraction_cache_is_utf8_json_either_way(store: BodyStore) -> None:
+    """A cache written before orjson (json.dumps, ensure_ascii=False) reads back, and what is
+    written now is the same UTF-8 JSON: non-ASCII text as itself, not escaped."""
+    key = store.put(BODY)
+    result = {"text": "Grüße, 東京 — naïve \u2028 line", "title": None, "text_chars": 31}
+    store.put_extraction(key, "v1", result)
+    (written,) = [p for p in files(store.root) if ".extract-" in p.name]
+    raw = written.read_bytes()
+    assert json.loads(raw.decode("utf-8")) == result
+    assert "東京".encode() in raw and b"\\u" not in raw
+    written.write_bytes(json.dumps(result, ensure_ascii=False).encode("utf-8"))
+    assert store.get_extraction(key, "v1") == result
+
+
 def test_put_extraction_overwrites(store: BodyStore) -> None:
     key = store.put(BODY)
     store.put_extraction(key, "v1", {"text": "old"})
@@ -141,3 +156,40 @@ def test_put_of_existing_bytes_refreshes_the_mtime(store: BodyStore) -> None:
     _age(store, key, 2 * DAY)
     store.put(b"page")
     assert store.sweep_orphans(set, grace_s=DAY).deleted == 0
+
+
+def test_a_folder_removed_after_a_put_is_made_again(store: BodyStore) -> None:
+    """The store remembers the folders it made; one deleted since (an operator clearing the
+    store, the sweeper) is made again rather than failing the write."""
+    import shutil
+
+    key = store.put(BODY)
+    store.put_extraction(key, "v1", {"text": "one"})
+    shutil.rmtree(store.root)
+    assert store.put(BODY) == key
+    store.put_extraction(key, "v1", {"text": "two"})
+    assert store.get(key) == BODY
+    assert store.get_extraction(key, "v1") == {"text": "two"}
+
+
+def test_a_leftover_temporary_file_of_the_same_name_is_passed_over(
+    store: BodyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Temporary names are the process, thread and a count; a file an earlier process of the
+    same id left behind under that name is never written into or replaced."""
+    import itertools
+    import os
+    import threading
+
+    from atlas_pipeline import bodies
+
+    key = digest(BODY)
+    folder = store.root / key[:2] / key[2:4]
+    folder.mkdir(parents=True)
+    leftover = folder / f".tmp-{os.getpid()}-{threading.get_ident()}-7-{key}.gz"
+    leftover.write_bytes(b"someone else's")
+    monkeypatch.setattr(bodies, "_TMP_SEQ", itertools.count(7))
+    assert store.put(BODY) == key
+    assert store.get(key) == BODY
+    assert leftover.read_bytes() == b"someone else's"
+    assert [p.name for p in folder.iterdir() if p.name.startswith(".tmp-")] == [leftover.name]

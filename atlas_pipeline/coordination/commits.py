@@ -3,7 +3,6 @@ the page's links (discovery), its fetch record, validator counts and adaptive pa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ from ..politeness import (
     adapt,
 )
 from ..reasons import Reason
+from ..records import to_json
 from ..recrawl import validators_trusted
 from .base import (
     Lease,
@@ -191,7 +191,7 @@ class CommitStore(CatalogueStore):
             records.append({
                 "fetch_id": outcome.record.fetch_id, "cycle": cycle, "shard": lease.shard,
                 "url": lease.url, "fence": lease.fence, "record": outcome.record.to_json(),
-                "links": json.dumps(rows, default=str),
+                "links": to_json(rows),
                 "document": outcome.document.to_json() if outcome.document else None,
                 "body_key": outcome.record.body_key, "committed_at": now,
             })  # fmt: skip

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterator
 from typing import Any
+
+import orjson
 
 from .core import (
     _PAUSED,
@@ -58,7 +59,7 @@ class ReadStore(StoreCore):
         for r in rows:
             out: dict[str, Any] = {"fetch_id": r[0]}
             for i, part in enumerate(wanted, 1):
-                out[part] = json.loads(r[i]) if r[i] else None
+                out[part] = orjson.loads(r[i]) if r[i] else None
             yield out
 
     def fetch_record_count(self, cycle: str, shard: int) -> int:

@@ -44,3 +44,26 @@ def test_records_serialize_to_rows_the_lake_schema_takes() -> None:
 
 def test_each_record_gets_its_own_id() -> None:
     assert FetchRecord().fetch_id != FetchRecord().fetch_id
+
+
+def test_the_stored_json_reads_back_as_the_record_and_as_json_dumps_wrote_it() -> None:
+    """What the store keeps (orjson) is the record field for field, and the same values the
+    json.dumps(default=str) of stores written earlier gives: text as itself (UTF-8, no
+    escapes), floats to the last digit, lists as lists, anything else as its str()."""
+    import datetime
+    from dataclasses import asdict
+
+    from atlas_pipeline.records import to_json
+
+    fetch = FetchRecord(url="http://ü.test/東京?q=naïve", origin="http://xn--tda.test:80",
+                        started_at=1_700_000_000.123456, elapsed_s=0.1 + 0.2,
+                        redirect_chain=["http://a.test/", "http://b.test/\u2028"],
+                        error="timeout — 30 s")  # fmt: skip
+    text = fetch.to_json()
+    assert json.loads(text) == asdict(fetch)
+    assert json.loads(text) == json.loads(json.dumps(asdict(fetch), default=str))
+    assert "東京" in text and "\\u" not in text
+    when = datetime.datetime(2026, 12, 4, 15, 0, 1, tzinfo=datetime.UTC)
+    rows = [{"href": "/a", "anchor": "Grüße", "depth": 3, "seen": when, "day": when.date(),
+             "record": FetchRecord(fetch_id="f"), "nofollow": False}]  # fmt: skip
+    assert json.loads(to_json(rows)) == json.loads(json.dumps(rows, default=str))

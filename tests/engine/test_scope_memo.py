@@ -10,6 +10,7 @@ import pytest
 
 import atlas_pipeline.scope as scope
 from atlas_pipeline.config import config_from_mapping
+from atlas_pipeline.egress import EgressGate
 from atlas_pipeline.scope import ScopeGuard
 
 A, B = "http://a.example.test", "http://b.example.test"
@@ -41,6 +42,26 @@ CASES = [
     ("http://127.0.0.1/", f"{A}/p"),
     ("/a/a/a/a/a/a/a/a/a/a/a/a/x", f"{A}/p"),
     ("http://a.example.test:99999/", f"{A}/p"),
+    # relative paths: the base's folder decides, never its last segment or its query
+    ("x", f"{A}/one/other?q=2"),
+    ("x?y=1#f", f"{A}/one/page"),
+    ("./x", f"{A}/one/"),
+    ("..", f"{A}/one/two/page"),
+    ("x", A),  # no path on the base: merged from '/'
+    ("x", f"{A}?q=/one/"),  # a '/' in the base's query is no folder
+    # cleaned before it is read: these are not relative paths
+    (" ?q=1", f"{A}/one/page"),
+    (" ?q=1", f"{A}/two/page"),
+    ("\t/x", f"{A}/one/page"),
+    ("\\x", f"{A}/one/page"),
+    ("", f"{A}/one/page?q=1"),
+    ("", f"{A}/one/page?q=2"),
+    ("#top", f"{A}/one/page"),
+    # the site's facts and the URL's own rules together, in the order they are judged
+    ("http://10.1.2.3/a/a/a/a/a/a/a/a/a/a/a/a/x", f"{A}/p"),
+    ("http://10.1.2.3/x", f"{A}/p"),
+    ("https://a.example.test/page/99999", f"{A}/p"),
+    ("http://elsewhere.test/a/a/a/a/a/a/a/a/a/a/a/a/x", f"{A}/p"),
 ]
 
 
@@ -75,3 +96,36 @@ def test_navigation_is_normalized_once_per_origin(
     g.judge("/about", f"{B}/p", 1, f"{B}/p")
     assert g.judge("/about", f"{B}/p", 1, f"{B}/p").url == f"{B}/about"
     assert len(calls) == 4  # another origin's "/about" is its own
+
+
+def test_a_folders_links_are_normalized_once_and_a_sites_host_parsed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relative links on the pages of one folder resolve alike (normalized once), and the
+    egress gate reads the host of a site once, however many of its URLs are judged."""
+    calls: list[tuple[str, str | None]] = []
+    real = scope.normalize
+
+    def counted(url: str, base: str | None = None, *args: object) -> str:
+        calls.append((url, base))
+        return real(url, base, *args)  # type: ignore[arg-type]
+
+    hosts: list[str] = []
+    real_check = EgressGate.check_url
+
+    def checked(gate: EgressGate, url: str) -> None:
+        hosts.append(url)
+        real_check(gate, url)
+
+    monkeypatch.setattr(scope, "normalize", counted)
+    monkeypatch.setattr(EgressGate, "check_url", checked)
+    g = guard(tmp_path)
+    for page in range(50):
+        base = f"{A}/docs/p{page}?tab={page}"
+        assert g.judge("next", base, 1, base).url == f"{A}/docs/next"
+        assert g.judge(f"item{page}", base, 1, base).url == f"{A}/docs/item{page}"
+    assert len(calls) == 1 + 50  # "next" once for the folder, each item once
+    assert g.judge("next", f"{A}/blog/p", 1, f"{A}/blog/p").url == f"{A}/blog/next"
+    assert hosts == [f"{A}/"]  # 101 URLs of one site, its host read once
+    g.judge("/x", f"{B}/p", 1, f"{B}/p")
+    assert hosts == [f"{A}/", f"{B}/"]

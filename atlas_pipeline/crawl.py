@@ -221,7 +221,12 @@ def _lake_rows(lake: Lake, table: str, cycle: str, key: str) -> list[dict[str, A
 
 def export_urls(engine: Engine, cycle: str, shard: int) -> Written:
     """Write this shard's slice of the URL catalogue as it stands after `cycle`."""
-    rows = [{**r, "queued_cycle": r.pop("cycle")} for r in engine.store.url_rows(shard)]
+
+    def rows() -> Iterator[dict[str, Any]]:  # streamed, and read again on a commit retry
+        for r in engine.store.iter_url_rows(shard):
+            r["queued_cycle"] = r.pop("cycle")
+            yield r
+
     return engine.lake.write_shard("urls", rows, shard_key(shard), cycle)
 
 
@@ -258,8 +263,12 @@ def export_schedule(engine: Engine, cycle: str, shard: int, now: float | None = 
     its next due time, why then, its estimated change rate and its staleness against its
     freshness class's target."""
     now = time.time() if now is None else now
-    rows = [row for r in engine.store.url_rows(shard)
-            if (row := schedule_row(r, engine.cfg, now)) is not None]  # fmt: skip
+
+    def rows() -> Iterator[dict[str, Any]]:  # streamed, as export_urls
+        for r in engine.store.iter_url_rows(shard):
+            if (row := schedule_row(r, engine.cfg, now)) is not None:
+                yield row
+
     return engine.lake.write_partition("recrawl_schedule", rows, cycle, shard_key(shard))
 
 

@@ -119,6 +119,12 @@ class ReadStore(StoreCore):
                  "validators_trusted": bool(r["validators_trusted"])} for r in rows]  # fmt: skip
 
     def url_rows(self, shard: int) -> list[dict[str, Any]]:
+        return list(self.iter_url_rows(shard))
+
+    def iter_url_rows(self, shard: int, chunk: int = 1000) -> Iterator[dict[str, Any]]:
+        """The shard's catalogue rows in insertion order, read `chunk` at a time: the lake
+        exports stream them, so the process holds a chunk, not a catalogue (the whole of it
+        as dicts was the main process's peak on a 100k-URL crawl, growing with every cycle)."""
         rows = self._select(
             """SELECT url, discovered_url, origin, depth, priority, state, reason, cycle, due_at,
                       attempts, fence, robots_version, source, discovered_cycle, discovered_at,
@@ -130,7 +136,8 @@ class ReadStore(StoreCore):
                FROM urls WHERE shard = :shard ORDER BY seq""",
             {"shard": shard},
         )
-        return [dict(r) for r in rows]
+        while part := rows.fetchmany(chunk):
+            yield from (dict(r) for r in part)
 
     def stale_attempts(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._select("SELECT * FROM stale_attempts")]

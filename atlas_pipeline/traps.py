@@ -14,7 +14,8 @@ takes.
 The novelty rule (`judge_novelty`) stops a path's variants once the last K of them fetched
 brought nothing new: no new URL that is not itself a variant, no document text not already
 held. It is a pure function of the path's stored state and one fetch; the store keeps the
-state, calls it at commit time and writes its decision.
+state, calls it at commit time and writes its decision; `variant_room` keeps the claims of a
+path's variants from running ahead of it.
 """
 
 from __future__ import annotations
@@ -142,6 +143,18 @@ def judge_novelty(state: Novelty, event: VariantFetch, window: int) -> Novelty:
     again (and lifts a stop: the path is worth its variants again)."""
     barren = 0 if event.new_urls > 0 or event.new_content else state.barren + 1
     return Novelty(state.fetched + 1, barren, barren >= max(window, 1))
+
+
+def variant_room(state: Novelty, uncommitted: int, window: int) -> int:
+    """How many more variants of a path a claim may lease now: as many as could still come
+    back barren before the rule stops the path, less those leased whose results are not yet
+    committed (their verdict is not in). Claims and commits are grouped for throughput, so
+    without this a path's variants run ahead of the rule: every one claimed before the
+    commits that record the last ones' lack of novelty land is fetched anyway. With nothing
+    of the path uncommitted one variant may always go, so a stopped path's variants kept
+    from an earlier cycle are still refetched, one at a time, and a cycle always drains."""
+    room = max(window, 1) - state.barren - uncommitted
+    return max(room, 1 if uncommitted == 0 else 0)
 
 
 def page_number(url: str, page_keys: frozenset[str]) -> int | None:

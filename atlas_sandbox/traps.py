@@ -28,9 +28,11 @@ shop.example.test  (one page, many URLs)
                         resolve to real pages only against the base (against the page: 404)
   /base/rooted          the same with a root-relative <base href="/guide/">
 catalogue.example.test  (filters combined in any order; not in TRAP_HOSTS: see CATALOGUE_HOSTS)
-  /                     links the listing and every item (an A to Z of the range)
-  /item/1..40 x N       the real pages: each links the next two items and two one-filter
-                        listings ("more in this colour", "more in this material")
+  /, /range/2..N         the A to Z of the range, 40 items a page, each page linking the
+                        next (so items past the first 40 lie deeper than the listings)
+  /item/1..40 x N       the real pages: each links the next two items, two one-filter
+                        listings ("more in this colour", "more in this material") and its
+                        five-filter one ("the whole look", keys in an order of its own)
   /catalogue?K=V&...    listings by up to five filters (colour, size, material, fit, season),
                         keys in any order: each links every listing one filter more (the new
                         key inserted at a varying place) or one fewer. Every listing shows the
@@ -157,6 +159,7 @@ _DAY = re.compile(r"/calendar/(\d{4})/(\d{2})/(\d{2})")
 _FOREVER = re.compile(r"/forever/(\d{4,})/(\d{2})")
 _PRODUCT = re.compile(r"/product/([1-9]\d*)")
 _ITEM = re.compile(r"/item/([1-9]\d*)")
+_RANGE = re.compile(r"/range/([2-9]|[1-9]\d+)")
 _PAGE_NUMBER = re.compile(r"[1-9]\d*")  # no leading zeros: one spelling per page
 
 # feeds.example.test content, written out so the ground truth reads at a glance.
@@ -327,6 +330,19 @@ def catalogue_listing(filters: Iterable[tuple[str, str]]) -> str:
     pairs = list(filters)
     query = "&".join(f"{k}={v}" for k, v in pairs)
     return CATALOGUE_LISTING + (f"?{query}" if query else "")
+
+
+def catalogue_look(n: int) -> str:
+    """The listing item ``n`` links as "the whole look": all five of its filter values, the keys
+    in an order of the item's own (the n-th of the 120), as shop pages write facet links in
+    whatever order their templates hold. Each item of the first 120 links a listing no other
+    page links, so a crawl still meets new listing URLs long after it stopped fetching them."""
+    attrs = catalogue_item_attributes(n)
+    rest, k, order = list(CATALOGUE_FILTERS), n, []
+    while rest:
+        k, i = divmod(k, len(rest))
+        order.append(rest.pop(i))
+    return catalogue_listing([(key, attrs[key]) for key in order])
 
 
 def catalogue_neighbours(filters: list[tuple[str, str]]) -> list[str]:
@@ -773,9 +789,14 @@ class Traps:
         items = catalogue_items(self.scale)
         if path == "/robots.txt":
             return 200, {"Content-Type": _TEXT}, _ALLOW_ALL
-        if path == "/":
+        page = 1 if path == "/" else int(m[1]) if (m := _RANGE.fullmatch(path)) else 0
+        if page >= 1 and (page - 1) * CATALOGUE_ITEMS < items:
+            first = (page - 1) * CATALOGUE_ITEMS + 1
             links = [(CATALOGUE_LISTING, "Browse the range")]
-            links += [(f"/item/{n}", _item_name(n)) for n in range(1, items + 1)]
+            links += [(f"/item/{n}", _item_name(n))
+                      for n in range(first, min(first + CATALOGUE_ITEMS, items + 1))]  # fmt: skip
+            if page * CATALOGUE_ITEMS < items:
+                links.append((f"/range/{page + 1}", "More of the range"))
             return _html(_page("Catalogue", links, "Everything we sell, from A to Z."))
         if (m := _ITEM.fullmatch(path)) and int(m[1]) <= items:
             n = int(m[1])
@@ -784,7 +805,8 @@ class Traps:
                      (f"/item/{(n + 1) % items + 1}", _item_name((n + 1) % items + 1)),
                      (catalogue_listing([("colour", attrs["colour"])]), "More in this colour"),
                      (catalogue_listing([("material", attrs["material"])]),
-                      "More in this material"), ("/", "Catalogue")]  # fmt: skip
+                      "More in this material"),
+                     (catalogue_look(n), "The whole look"), ("/", "Catalogue")]  # fmt: skip
             text = (f"{_item_name(n)}: a {attrs['fit']} fit in {attrs['colour']} "
                     f"{attrs['material']}, made for {attrs['season']}, item number {n}.")  # fmt: skip
             return _html(_page(_item_name(n), links, text))

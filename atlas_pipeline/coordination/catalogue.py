@@ -22,6 +22,7 @@ from ..traps import (
     judge_novelty,
     trap_cut,
     trap_keys,
+    variant_room,
 )
 from .base import (
     Candidate,
@@ -45,6 +46,30 @@ _URL_COLUMNS = ("url", "discovered_url", "origin", "shard", "depth", "priority",
                 "reason", "cycle", "robots_version", "source", "discovered_cycle",
                 "discovered_at", "redirect_chain", "trap_pattern", "trap_query", "kind",
                 "url_hash")  # fmt: skip
+
+
+def variant_rooms(c: Conn, origin: str, cycle: str, paths: set[str], window: int) -> dict[str, int]:
+    """How many more variants of each of `paths` (path keys of `origin`) a claim may lease
+    (traps.variant_room): the novelty rule's state of each, and its variants leased in `cycle`
+    whose results are not yet committed."""
+    leased = Counter(
+        trap_keys(r[0]).path_key
+        for r in c.execute(
+            """SELECT url FROM urls WHERE origin = :origin AND cycle = :cycle
+                 AND state = 'leased' AND trap_query IS NOT NULL""",
+            {"origin": origin, "cycle": cycle},
+        )
+    )
+    held, params = marks("p", sorted(paths))
+    states = {
+        r[0]: Novelty(int(r[1]), int(r[2]), bool(r[3]))
+        for r in c.execute(
+            "SELECT path, fetched, barren, stopped FROM trap_novelty "
+            f"WHERE origin = :origin AND path IN ({held})",
+            {"origin": origin, **params},
+        )
+    }
+    return {p: variant_room(states.get(p, Novelty()), leased[p], window) for p in paths}
 
 
 class CatalogueStore(OriginStore):

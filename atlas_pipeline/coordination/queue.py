@@ -22,6 +22,7 @@ from ..politeness import (
 )
 from ..reasons import Reason
 from ..robots import RobotsPolicy, RobotsStatus
+from ..traps import trap_keys
 from .base import (
     BatchLease,
     Claim,
@@ -30,6 +31,7 @@ from .base import (
     RobotsTask,
     Wait,
 )
+from .catalogue import variant_rooms
 from .core import (
     _PAUSED,
     _POLL_S,
@@ -59,6 +61,7 @@ class _Claiming:
     looked: bool = False  # an origin was served (its URLs may all have been blocked)
     took: bool = False  # an origin was taken (not every one held by another claimer)
     held: bool = False  # an origin row is locked by this claim, with a free slot or not
+    deferred: list[str] = field(default_factory=list)  # variants held back (traps.variant_room)
 
 
 def _part(rest: list[Row], need: int, now: float) -> list[Row]:
@@ -138,6 +141,9 @@ class QueueStore(OriginStore):
                     # one clock per bucket: its other origins wait as long
                     self._push_clocks(c, [(u[-1], u[0], 0.0) for u in k.clocks])
                 return k.claims
+            if k.deferred:
+                # a path's variants wait for the verdicts of those out: their commits
+                return Wait(now + _POLL_S)
             # every due URL of a ready origin was robots-blocked: look again at once
             return Wait(now) if k.looked else self._when_next(c, cycle, shard, now)
 
@@ -184,7 +190,7 @@ class QueueStore(OriginStore):
         k.looked = True
         k.pending[cls] -= 1
         got = self._claim_origin(c, row, cycle, now, token, lease_s, limit - len(k.claims),
-                                 k.blocked)  # fmt: skip
+                                 k.blocked, k.deferred)  # fmt: skip
         k.claims.extend(got)
         if got:
             k.clocks.append(_clock_update(row["origin"], got[0]))
@@ -241,9 +247,11 @@ class QueueStore(OriginStore):
         lease_s: float,
         limit: int,
         blocked: list[dict[str, Any]],
+        deferred: list[str],
     ) -> list[Lease | RobotsTask]:
         """The robots task, or up to `limit` URLs of one origin (one while it has a gap);
-        the robots-blocked URLs passed on the way are added to `blocked`."""
+        the robots-blocked URLs passed on the way are added to `blocked`, the query variants
+        held back for the novelty rule (traps.variant_room) to `deferred`."""
         gap = origin_gap_s(origin, self.default_policy.gap_guard_s)
         if origin["robots_expires_at"] <= now:
             return [RobotsTask(origin["origin"], uuid.uuid4().hex, now + lease_s, now, gap,
@@ -251,7 +259,7 @@ class QueueStore(OriginStore):
         free = _origin_slot(origin).max_in_flight - int(origin["in_flight"])
         n = 1 if gap > 0 else max(1, min(limit, free))
         return list(self._lease_best_urls(c, origin, self._policy(origin), cycle, now, token,
-                                          lease_s, gap, n, blocked))  # fmt: skip
+                                          lease_s, gap, n, blocked, deferred))  # fmt: skip
 
     def _when_next(self, c: Conn, cycle: str, shard: int, now: float) -> Wait | Drained:
         """Nothing is claimable now: when might something be (the slow, full look)?"""
@@ -310,17 +318,22 @@ class QueueStore(OriginStore):
         gap: float,
         n: int,
         blocked: list[dict[str, Any]],
+        deferred: list[str],
     ) -> list[Lease]:
         rows = c.execute(
             """SELECT seq, url, depth, fence, attempts, etag, last_modified, redirect_chain, kind,
                       priority, content_hash, document_id, change_history, last_checked_at,
-                      revisit_interval_s
+                      revisit_interval_s, trap_query
                FROM urls
                WHERE origin = :origin AND cycle = :cycle
                  AND state IN ('eligible', 'failed_retryable')
                  AND due_at <= :now ORDER BY priority DESC, seq LIMIT :n""",
             {"origin": origin["origin"], "cycle": cycle, "now": now, "n": _SCAN + n - 1},
         ).fetchall()
+        paths = {row["url"]: trap_keys(row["url"]).path_key
+                 for row in rows if row["trap_query"] is not None}  # fmt: skip
+        room = (variant_rooms(c, origin["origin"], cycle, {p for p in paths.values() if p},
+                              self.caps.novelty_window) if paths else {})  # fmt: skip
         leases: list[Lease] = []
         for row in rows:
             if len(leases) == n:
@@ -329,6 +342,12 @@ class QueueStore(OriginStore):
                 blocked.append({"reason": Reason.ROBOTS_DISALLOWED.value,
                                 "version": policy.version, "seq": row["seq"]})  # fmt: skip
                 continue
+            path = paths.get(row["url"])
+            if path is not None:
+                if room[path] <= 0:
+                    deferred.append(row["url"])
+                    continue
+                room[path] -= 1
             leases.append(
                 Lease(
                     url=row["url"],

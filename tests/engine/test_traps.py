@@ -17,6 +17,7 @@ from atlas_pipeline.coordination import (
     RobotsTask,
     TrapCaps,
     UrlState,
+    Wait,
     open_store,
 )
 from atlas_pipeline.records import Document, FetchRecord
@@ -33,6 +34,7 @@ from atlas_pipeline.traps import (
     strip_session_ids,
     trap_cut,
     trap_keys,
+    variant_room,
 )
 from atlas_pipeline.urls import origin_of
 
@@ -295,6 +297,43 @@ def test_the_novelty_rule_over_a_run_of_fetches() -> None:
     assert state == Novelty(10, 1, False)
 
 
+@pytest.mark.parametrize(
+    ("state", "uncommitted", "window", "room"),
+    [
+        (Novelty(), 0, 8, 8),  # a fresh path: a window's worth
+        (Novelty(), 3, 8, 5),  # less those whose verdict is not in
+        (Novelty(), 8, 8, 0),  # all of them out: wait for their commits
+        (Novelty(), 9, 8, 0),  # never below none
+        (Novelty(6, 5, False), 0, 8, 3),  # 5 barren in a row: 3 more could stop it
+        (Novelty(6, 5, False), 2, 8, 1),
+        (Novelty(6, 5, False), 3, 8, 0),
+        (Novelty(7, 7, False), 1, 8, 0),  # the one that could stop it is out
+        (Novelty(9, 8, True), 0, 8, 1),  # stopped, nothing out: one (a kept variant's refetch)
+        (Novelty(9, 8, True), 1, 8, 0),  # ... one at a time
+        (Novelty(), 0, 0, 1),  # a window below 1 acts as 1
+        (Novelty(), 1, 0, 0),
+    ],
+)  # fmt: skip
+def test_a_paths_variants_claimed_never_outrun_the_novelty_rule(
+    state: Novelty, uncommitted: int, window: int, room: int
+) -> None:
+    assert variant_room(state, uncommitted, window) == room
+
+
+def test_variants_claimed_as_room_allows_stop_with_no_fetch_past_the_window() -> None:
+    """Claims take what `variant_room` allows, every fetch is barren, and commits land late (a
+    whole claim's worth at once): the path stops after exactly `window` fetches."""
+    state, uncommitted, fetched = Novelty(), 0, 0
+    while not state.stopped:
+        took = variant_room(state, uncommitted, 8)
+        uncommitted += took
+        fetched += took
+        for _ in range(uncommitted):  # the late commit of all of them
+            state = judge_novelty(state, BARREN, 8)
+        uncommitted = 0
+    assert fetched == 8
+
+
 # ------------------------------------------------- the trap caps (traps.trap_cut) as data
 
 CAPS = TrapCaps(query_variants=3, pattern_urls=5, calendar_urls=2, path_variants=4)
@@ -423,6 +462,31 @@ def test_barren_variants_stop_their_path_and_withdraw_the_queued_ones(store_url:
         store.close()
 
 
+def test_claims_hold_a_paths_variants_back_until_their_verdicts_are_in(store_url: str) -> None:
+    """traps.variant_room in the store: with a window of two, two variants go out; the third
+    waits, whatever the claim's size, until their results are committed; two barren ones
+    stop the path, and the queued ones are withdrawn, never fetched. The origin's other
+    URLs are claimed meanwhile."""
+    store = _open(store_url, TrapCaps(novelty_window=2))
+    try:
+        store.discover([_cand(p) for p in ("/c?a=1x", "/c?b=2x", "/c?c=3x", "/x")], CYCLE)
+        task = store.claim(CYCLE, SHARD, T0, "tok", 60.0)
+        assert isinstance(task, RobotsTask)
+        store.put_robots(task, "parsed", "User-agent: *\nDisallow:\n", T0, 86_400, 0.0, good=True)
+        leases = store.claim_batch(CYCLE, SHARD, T0 + 1, "tok", 60.0, 3)
+        assert isinstance(leases, list)
+        got = {x.url: x for x in leases if isinstance(x, Lease)}
+        assert set(got) == {SITE + "/c?a=1x", SITE + "/c?b=2x", SITE + "/x"}
+        assert store.claim_batch(CYCLE, SHARD, T0 + 2, "tok", 60.0, 3) == Wait(T0 + 2.25)
+        store.commit_batch([_done(got[SITE + "/c?a=1x"], doc=None),
+                            _done(got[SITE + "/c?b=2x"], doc=None)], CYCLE, T0 + 3)  # fmt: skip
+        rows = {r["url"]: r for r in store.url_rows(SHARD)}
+        assert (rows[SITE + "/c?c=3x"]["state"], rows[SITE + "/c?c=3x"]["reason"]) == (
+            "discovered", "trap_no_novelty")  # fmt: skip
+    finally:
+        store.close()
+
+
 def test_a_variant_with_a_new_url_or_new_text_keeps_its_path_open(store_url: str) -> None:
     store = _open(store_url, TrapCaps(novelty_window=2))
     try:
@@ -430,12 +494,17 @@ def test_a_variant_with_a_new_url_or_new_text_keeps_its_path_open(store_url: str
         task = store.claim(CYCLE, SHARD, T0, "tok", 60.0)
         assert isinstance(task, RobotsTask)
         store.put_robots(task, "parsed", "User-agent: *\nDisallow:\n", T0, 86_400, 0.0, good=True)
+        # a window of two lets two variants out before their verdicts (traps.variant_room)
         leases = store.claim_batch(CYCLE, SHARD, T0 + 1, "tok", 60.0, 3)
         assert isinstance(leases, list)
-        a, b, c = sorted((x for x in leases if isinstance(x, Lease)), key=lambda x: x.url)
-        # a: new text; b: the same text (barren); c: no text but a new page
-        store.commit_batch([_done(a, doc="A"), _done(b, doc="A"), _done(c, ["/p/1"], doc=None)],
-                           CYCLE, T0 + 2)  # fmt: skip
+        a, b = sorted((x for x in leases if isinstance(x, Lease)), key=lambda x: x.url)
+        # a: new text; b: the same text (barren); then c: no text but a new page
+        store.commit_batch([_done(a, doc="A"), _done(b, doc="A")], CYCLE, T0 + 2)
+        more = store.claim_batch(CYCLE, SHARD, T0 + 3, "tok", 60.0, 3)
+        assert isinstance(more, list)
+        (c,) = more  # one barren in a row: one more may go
+        assert isinstance(c, Lease) and c.url == SITE + "/c?c=3x"
+        store.commit_batch([_done(c, ["/p/1"], doc=None)], CYCLE, T0 + 4)
         assert store.discover([_cand("/c?z=9x")], CYCLE) == ["admitted"]
         rows = {r["url"]: r for r in store.url_rows(SHARD)}
         assert rows[SITE + "/c?d=4x"]["state"] == "eligible"

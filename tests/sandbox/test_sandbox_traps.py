@@ -595,6 +595,18 @@ def test_the_catalogue_links_every_item_and_listings_one_filter_away(web: Sandbo
         assert get(port, CATALOGUE, f"{traps.CATALOGUE_LISTING}?{bad}")[0] == 404, bad
 
 
+def test_an_item_links_one_filter_listings_and_its_whole_look(web: SandboxProcess) -> None:
+    attrs = traps.catalogue_item_attributes(3)
+    listed = [h for h in links(web.port, CATALOGUE, "/item/3")
+              if h.startswith(traps.CATALOGUE_LISTING)]  # fmt: skip
+    assert listed == [traps.catalogue_listing([("colour", attrs["colour"])]),
+                      traps.catalogue_listing([("material", attrs["material"])]),
+                      traps.catalogue_look(3)]  # fmt: skip
+    assert get(web.port, CATALOGUE, traps.catalogue_look(3))[0] == 200
+    looks = [traps.catalogue_look(n) for n in range(1, 121)]
+    assert len(set(looks)) == 120 and all(u.count("=") == 5 for u in looks)
+
+
 def test_every_catalogue_listing_shows_the_same_text(web: SandboxProcess) -> None:
     """Filters change a listing's URL, never its content: the trap the novelty rule cuts."""
     port = web.port
@@ -614,3 +626,16 @@ def test_the_catalogue_grows_with_the_scale(web10: SandboxProcess) -> None:
     items = traps.catalogue_product_urls(web10.port, 10)
     assert len(items) == 10 * traps.CATALOGUE_ITEMS
     assert get_url(items[-1])[0] == 200
+
+
+def test_the_range_pages_list_every_item_once_each_linking_the_next(web10: SandboxProcess) -> None:
+    port, seen, target, pages = web10.port, [], "/", 0
+    while target:
+        hrefs = links(port, CATALOGUE, target)
+        seen += [h for h in hrefs if h.startswith("/item/")]
+        nxt = [h for h in hrefs if h.startswith("/range/")]
+        target, pages = (nxt[0] if nxt else ""), pages + 1
+    assert pages == 10
+    assert seen == [urlsplit(u).path for u in traps.catalogue_product_urls(port, 10)]
+    assert get(port, CATALOGUE, "/range/11")[0] == 404
+    assert get(port, CATALOGUE, "/range/1")[0] == 404  # the first page is /

@@ -74,17 +74,11 @@ CYCLE_CRON = "0 */6 * * *"  # the crawl schedule's cadence: a new cycle every si
 
 # Extraction
 EXTRACTION_VERSION = "trafilatura-2.3.1/v1"
-# Queued parse jobs per pool worker before fetching pauses. With 4, refilled by halves
-# (backlog.claim_room), a claim took 4 URLs; with 8 it takes 8: half the claims, each a
-# look at up to 64 origins and a transaction (benchmarks/crawl_throughput.py, with the
-# window below: store thread 12.4 -> 7.6 s, CPU a page 1.51x -> 1.27x the plain loop's).
-PARSE_BACKLOG_PER_WORKER = 8
+PARSE_BACKLOG_PER_WORKER = 4  # queued parse jobs per pool worker before fetching pauses
 # Results are committed in groups: when this many wait, or the oldest has waited this long
 # (one discovery and one transaction per group, not per page; the slot went back already).
-# At 0.02 s a group held 2.8 results at ~90 pages/s; fewer, larger transactions also wake
-# the batch's threads less often, and the extraction workers they preempted less.
 COMMIT_GROUP = 16
-COMMIT_WINDOW_S = 0.1
+COMMIT_WINDOW_S = 0.02
 BODY_THREADS = 4  # threads per batch for body-store reads and writes (disk or object store)
 
 # URL identity

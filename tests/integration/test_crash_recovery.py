@@ -95,9 +95,7 @@ def _resume_and_check(sandbox: SandboxProcess, cfg_path: Path) -> dict[str, Any]
 CRASH_POINTS = {
     "after_claim": ("after_claim=20:kill", 0, None),  # leased, not yet requested
     "after_response": ("after_response=20:kill", 1, None),  # fetched, not committed
-    # the 3rd commit: a group waits up to 0.1 s for results, and the whole crawl of this web
-    # can take fewer than 10 commits (then the kill never fired)
-    "after_commit": ("after_commit=3:kill", 0, None),  # some committed, lake not written
+    "after_commit": ("after_commit=10:kill", 0, None),  # some committed, lake not written
     "before_lake_write": ("before_lake_write=1:kill", 0, 0),  # all committed, lake not written
     "mid_delta_write": ("mid_delta_write=1:kill", 0, 0),  # Delta files written, not committed
 }

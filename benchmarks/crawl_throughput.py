@@ -295,6 +295,26 @@ def _measure_end(start: tuple[float, float, float]) -> dict[str, Any]:
     }
 
 
+def _time_lake_write() -> list[float]:
+    """[wall s, main-thread CPU s] of the lake writes after each batch (the serial tail of a
+    fetch_shard, while the extraction workers idle), summed; filled in as they run."""
+    import atlas_pipeline.crawl as crawl
+
+    spent = [0.0, 0.0]
+    inner = crawl.write_fetch_partitions
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - wall
+            spent[1] += time.thread_time() - cpu
+
+    crawl.write_fetch_partitions = timed  # type: ignore[assignment]
+    return spent
+
+
 def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
     from atlas_pipeline.config import config_from_mapping
     from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
@@ -327,6 +347,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
             profiler = cProfile.Profile()
             sampler = _RssSampler()
         threads = _ThreadCpu()
+        lake_write = _time_lake_write()
         start = _measure_start()
         if profiler is not None:
             profiler.enable()
@@ -360,6 +381,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
         close_shared()
         out = _measure_end(start)
         out["thread_cpu_s"] = threads.stop()
+        out["lake_write_s"], out["lake_write_cpu_s"] = lake_write
         out["workers_hwm_mib"] = hwm
         if sampler is not None:
             sampler.mark("done")
@@ -532,6 +554,11 @@ def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
         "text_chars": int(r["text_chars"]),
         "unjoined_children": r["unjoined_children"],
         "thread_cpu_s": r.get("thread_cpu_s", {}),
+        **(
+            {"lake_write_s": r["lake_write_s"], "lake_write_cpu_s": r["lake_write_cpu_s"]}
+            if "lake_write_s" in r
+            else {}
+        ),
         "profiled": r.get("profiled", False),
     }
 
@@ -603,6 +630,11 @@ def print_table(report: dict[str, Any]) -> None:
         if row["thread_cpu_s"]:
             split = ", ".join(f"{k} {v:.1f} s" for k, v in row["thread_cpu_s"].items() if v >= 0.05)
             print(f"  {row['contender']} main-process CPU by thread: {split}")
+        if "lake_write_s" in row:
+            print(
+                f"  {row['contender']} lake writes after the batch: {row['lake_write_s']:.1f} s "
+                f"wall, {row['lake_write_cpu_s']:.1f} s CPU of the main thread"
+            )
     print(
         "Notes: seconds and CPU cover the crawl only (Atlas: Engine.from_config .. last "
         "fetch_shard incl. lake writes; baseline: pool start .. pool joined); CPU = process + "

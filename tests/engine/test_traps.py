@@ -431,15 +431,29 @@ def _done(lease: Lease, links: list[str] = (), doc: str | None = "D") -> tuple[L
     )  # fmt: skip
 
 
+def _robots_allow_all(store: CoordinationStore) -> None:
+    """The site's first claim is its robots.txt: answered, allowing everything."""
+    task = store.claim(CYCLE, SHARD, T0, "tok", 60.0)
+    assert isinstance(task, RobotsTask)
+    store.put_robots(task, "parsed", "User-agent: *\nDisallow:\n", T0, 86_400, 0.0, good=True)
+
+
+def _first_claim(store: CoordinationStore, paths: tuple[str, ...]) -> list[Lease]:
+    """`paths` discovered, robots answered, then one claim of up to three: its leases by URL."""
+    store.discover([_cand(p) for p in paths], CYCLE)
+    _robots_allow_all(store)
+    got = store.claim_batch(CYCLE, SHARD, T0 + 1, "tok", 60.0, 3)
+    assert isinstance(got, list) and all(isinstance(x, Lease) for x in got)
+    return sorted((x for x in got if isinstance(x, Lease)), key=lambda x: x.url)
+
+
 def test_barren_variants_stop_their_path_and_withdraw_the_queued_ones(store_url: str) -> None:
     store = _open(store_url, TrapCaps(novelty_window=2))
     try:
         store.discover(
             [_cand(p) for p in ("/c", "/c?a=1x", "/c?b=2x", "/c?c=3x", "/c?d=4x")], CYCLE
         )
-        task = store.claim(CYCLE, SHARD, T0, "tok", 60.0)
-        assert isinstance(task, RobotsTask)
-        store.put_robots(task, "parsed", "User-agent: *\nDisallow:\n", T0, 86_400, 0.0, good=True)
+        _robots_allow_all(store)
         leases = store.claim_batch(CYCLE, SHARD, T0 + 1, "tok", 60.0, 3)
         assert isinstance(leases, list) and all(isinstance(x, Lease) for x in leases)
         by_url = {x.url: x for x in leases if isinstance(x, Lease)}
@@ -469,13 +483,7 @@ def test_claims_hold_a_paths_variants_back_until_their_verdicts_are_in(store_url
     URLs are claimed meanwhile."""
     store = _open(store_url, TrapCaps(novelty_window=2))
     try:
-        store.discover([_cand(p) for p in ("/c?a=1x", "/c?b=2x", "/c?c=3x", "/x")], CYCLE)
-        task = store.claim(CYCLE, SHARD, T0, "tok", 60.0)
-        assert isinstance(task, RobotsTask)
-        store.put_robots(task, "parsed", "User-agent: *\nDisallow:\n", T0, 86_400, 0.0, good=True)
-        leases = store.claim_batch(CYCLE, SHARD, T0 + 1, "tok", 60.0, 3)
-        assert isinstance(leases, list)
-        got = {x.url: x for x in leases if isinstance(x, Lease)}
+        got = {x.url: x for x in _first_claim(store, ("/c?a=1x", "/c?b=2x", "/c?c=3x", "/x"))}
         assert set(got) == {SITE + "/c?a=1x", SITE + "/c?b=2x", SITE + "/x"}
         assert store.claim_batch(CYCLE, SHARD, T0 + 2, "tok", 60.0, 3) == Wait(T0 + 2.25)
         store.commit_batch([_done(got[SITE + "/c?a=1x"], doc=None),
@@ -490,14 +498,8 @@ def test_claims_hold_a_paths_variants_back_until_their_verdicts_are_in(store_url
 def test_a_variant_with_a_new_url_or_new_text_keeps_its_path_open(store_url: str) -> None:
     store = _open(store_url, TrapCaps(novelty_window=2))
     try:
-        store.discover([_cand(p) for p in ("/c?a=1x", "/c?b=2x", "/c?c=3x", "/c?d=4x")], CYCLE)
-        task = store.claim(CYCLE, SHARD, T0, "tok", 60.0)
-        assert isinstance(task, RobotsTask)
-        store.put_robots(task, "parsed", "User-agent: *\nDisallow:\n", T0, 86_400, 0.0, good=True)
         # a window of two lets two variants out before their verdicts (traps.variant_room)
-        leases = store.claim_batch(CYCLE, SHARD, T0 + 1, "tok", 60.0, 3)
-        assert isinstance(leases, list)
-        a, b = sorted((x for x in leases if isinstance(x, Lease)), key=lambda x: x.url)
+        a, b = _first_claim(store, ("/c?a=1x", "/c?b=2x", "/c?c=3x", "/c?d=4x"))
         # a: new text; b: the same text (barren); then c: no text but a new page
         store.commit_batch([_done(a, doc="A"), _done(b, doc="A")], CYCLE, T0 + 2)
         more = store.claim_batch(CYCLE, SHARD, T0 + 3, "tok", 60.0, 3)

@@ -145,6 +145,12 @@ def judge_novelty(state: Novelty, event: VariantFetch, window: int) -> Novelty:
     return Novelty(state.fetched + 1, barren, barren >= max(window, 1))
 
 
+def query_key_path(query_key: str) -> str:
+    """The path key of a URL whose query key (`TrapKeys.query_key`, "path?keys") is given: the
+    store keeps the query key, and a path never holds a '?'."""
+    return query_key.partition("?")[0]
+
+
 def variant_room(state: Novelty, uncommitted: int, window: int) -> int:
     """How many more variants of a path a claim may lease now: as many as could still come
     back barren before the rule stops the path, less those leased whose results are not yet

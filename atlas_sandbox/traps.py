@@ -28,7 +28,7 @@ shop.example.test  (one page, many URLs)
                         resolve to real pages only against the base (against the page: 404)
   /base/rooted          the same with a root-relative <base href="/guide/">
 catalogue.example.test  (filters combined in any order; not in TRAP_HOSTS: see CATALOGUE_HOSTS)
-  /, /range/2..N         the A to Z of the range, 40 items a page, each page linking the
+  /, /range/2..N        the A to Z of the range, 40 items a page, each page linking the
                         next (so items past the first 40 lie deeper than the listings)
   /item/1..40 x N       the real pages: each links the next two items, two one-filter
                         listings ("more in this colour", "more in this material") and its

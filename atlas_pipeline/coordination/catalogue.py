@@ -20,6 +20,7 @@ from ..traps import (
     VariantFetch,
     counted_keys,
     judge_novelty,
+    query_key_path,
     trap_cut,
     trap_keys,
     variant_room,
@@ -53,9 +54,9 @@ def variant_rooms(c: Conn, origin: str, cycle: str, paths: set[str], window: int
     (traps.variant_room): the novelty rule's state of each, and its variants leased in `cycle`
     whose results are not yet committed."""
     leased = Counter(
-        trap_keys(r[0]).path_key
+        query_key_path(r[0])
         for r in c.execute(
-            """SELECT url FROM urls WHERE origin = :origin AND cycle = :cycle
+            """SELECT trap_query FROM urls WHERE origin = :origin AND cycle = :cycle
                  AND state = 'leased' AND trap_query IS NOT NULL""",
             {"origin": origin, "cycle": cycle},
         )

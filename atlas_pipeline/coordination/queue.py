@@ -22,7 +22,7 @@ from ..politeness import (
 )
 from ..reasons import Reason
 from ..robots import RobotsPolicy, RobotsStatus
-from ..traps import trap_keys
+from ..traps import query_key_path
 from .base import (
     BatchLease,
     Claim,
@@ -330,9 +330,9 @@ class QueueStore(OriginStore):
                  AND due_at <= :now ORDER BY priority DESC, seq LIMIT :n""",
             {"origin": origin["origin"], "cycle": cycle, "now": now, "n": _SCAN + n - 1},
         ).fetchall()
-        paths = {row["url"]: trap_keys(row["url"]).path_key
+        paths = {row["url"]: query_key_path(row["trap_query"])
                  for row in rows if row["trap_query"] is not None}  # fmt: skip
-        room = (variant_rooms(c, origin["origin"], cycle, {p for p in paths.values() if p},
+        room = (variant_rooms(c, origin["origin"], cycle, set(paths.values()),
                               self.caps.novelty_window) if paths else {})  # fmt: skip
         leases: list[Lease] = []
         for row in rows:

@@ -30,6 +30,7 @@ from atlas_pipeline.traps import (
     judge_novelty,
     looks_like_session_token,
     page_number,
+    query_key_path,
     repeats_segments,
     strip_session_ids,
     trap_cut,
@@ -256,7 +257,11 @@ def test_a_canonical_hint_is_recorded_and_raises_priority_without_merging(tmp_pa
     ],
 )  # fmt: skip
 def test_every_key_set_of_a_path_counts_under_its_path(url: str, path_key: str | None) -> None:
-    assert trap_keys(url).path_key == path_key
+    keys = trap_keys(url)
+    assert keys.path_key == path_key
+    # the store reads a path back from the query key it keeps (claims: traps.variant_room)
+    assert (keys.query_key is None) == (path_key is None)
+    assert keys.query_key is None or query_key_path(keys.query_key) == path_key
 
 
 BARREN = VariantFetch(new_urls=0, new_content=False)

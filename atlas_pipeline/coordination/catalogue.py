@@ -1,4 +1,4 @@
-"""The URL catalogue: insert-if-absent by URL digest (an optional Bloom prefilter), trap
+"""The URL catalogue: insert-if-absent by URL (an optional Bloom prefilter), trap
 counters and the novelty rule's state, discovery under scope, robots and operator state."""
 
 from __future__ import annotations
@@ -249,25 +249,15 @@ class CatalogueStore(OriginStore):
         return [u for u in urls if u in self._bloom]
 
     def _known_urls(self, c: Conn, urls: list[str]) -> set[str]:
-        """Exact: looked up by digest, confirmed on the full string (a digest collision is
-        counted and never taken for a match)."""
-        digests = sorted({url_digest(u) for u in urls})
-        found: list[tuple[str, int]] = []
-        for i in range(0, len(digests), _BATCH):
-            hashes, params = marks("h", digests[i : i + _BATCH])
-            found += [(r[0], int(r[1])) for r in c.execute(
-                f"SELECT url, url_hash FROM urls WHERE url_hash IN ({hashes})", params)]  # fmt: skip
-        return self._confirmed(found, urls)
-
-    def _confirmed(self, found: list[tuple[str, int]], urls: list[str]) -> set[str]:
-        """The URLs of `urls` that `found` (url, digest) rows hold; a row whose digest was
-        asked for by another URL is a collision: counted, never a match."""
-        asked: dict[int, set[str]] = {}
-        for u in urls:
-            asked.setdefault(url_digest(u), set()).add(u)
-        self.digest_collisions += sum(u not in asked.get(h, ()) for u, h in found)
-        wanted = set(urls)
-        return {u for u, _ in found if u in wanted}
+        """Exact: looked up on the unique index of the URL string itself, the index every
+        insert-if-absent consults anyway (migration 0026 says why not by digest)."""
+        wanted = sorted(set(urls))
+        found: set[str] = set()
+        for i in range(0, len(wanted), _BATCH):
+            names, params = marks("u", wanted[i : i + _BATCH])
+            found.update(r[0] for r in c.execute(
+                f"SELECT url FROM urls WHERE url IN ({names})", params))  # fmt: skip
+        return found
 
     def _insert_urls(self, c: Conn, rows: list[tuple[Any, ...]]) -> set[str]:
         """Insert-if-absent; the URLs this statement actually inserted.

@@ -98,7 +98,6 @@ class StoreCore:
         self.default_policy = default_policy
         self.caps = caps or TrapCaps()
         self._bloom: Bloom | None = None
-        self.digest_collisions = 0  # lookups where another URL shared the digest
         self.cycle_budget = cycle_budget  # URLs queued per origin per cycle
         self._local = threading.local()
         self._policies: dict[tuple[str, int], RobotsPolicy] = {}
@@ -248,9 +247,10 @@ def _has_capacity(origin: Row, now: float) -> bool:
     return has_capacity(_origin_slot(origin), now)
 
 
-@functools.lru_cache(maxsize=8192)  # a discovery asks for each digest three times
 def url_digest(url: str) -> int:
-    """64 bits of SHA-256 as a signed integer (both backends' INTEGER/BIGINT)."""
+    """64 bits of SHA-256 as a signed integer (both backends' INTEGER/BIGINT): the URL's
+    compact key, written into its row (urls.url_hash). No lookup goes by it since migration
+    0026: the full URL decides identity, so a collision cannot make two URLs one."""
     return int.from_bytes(hashlib.sha256(url.encode("utf-8")).digest()[:8], "big", signed=True)
 
 

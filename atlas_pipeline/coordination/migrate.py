@@ -24,7 +24,7 @@ from .tables import metadata
 if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
-HEAD = "0025"  # the newest revision; a test checks it against migrations/versions
+HEAD = "0026"  # the newest revision; a test checks it against migrations/versions
 LATEST = int(HEAD)
 _SCRIPTS = Path(__file__).with_name("migrations")
 MIGRATOR = (0x41544C53, -1)  # PostgreSQL advisory lock class "ATLS", key -1: the migrator

@@ -31,7 +31,7 @@ from .base import Lease, OriginPolicy, Outcome, TrapCaps
 from .catalogue import _URL_COLUMNS
 from .core import _PAUSED, Many
 from .migrate import MIGRATOR, engine_for
-from .sqlite import SqliteStore, url_digest
+from .sqlite import SqliteStore
 
 _CLAIM_LOCK = 0x41544C53  # advisory lock class "ATLS"; the shard number is the second key
 
@@ -303,9 +303,8 @@ class PostgresStore(SqliteStore):
         return [(x.url, x.fence) in done for x, _ in results]
 
     def _known_urls(self, c: Any, urls: list[str]) -> set[str]:
-        digests = sorted({url_digest(u) for u in urls})
-        cur = c.raw.execute("SELECT url, url_hash FROM urls WHERE url_hash = ANY(%s)", (digests,))
-        return self._confirmed([(r[0], int(r[1])) for r in cur.fetchall()], urls)
+        cur = c.raw.execute("SELECT url FROM urls WHERE url = ANY(%s)", (sorted(set(urls)),))
+        return {r[0] for r in cur.fetchall()}
 
     def _insert_urls(self, c: Any, rows: list[tuple[Any, ...]]) -> set[str]:
         """Insert-if-absent as one statement over a JSON array: a VALUES list of thousands of

@@ -10,7 +10,6 @@ import orjson
 from .core import (
     _PAUSED,
     StoreCore,
-    url_digest,
 )
 
 RECORD_PARTS = ("record", "links", "document")  # the JSON columns of a fetch record
@@ -154,8 +153,8 @@ class ReadStore(StoreCore):
                       change_rate,
                       (SELECT validators_trusted FROM origins o WHERE o.origin = urls.origin)
                         AS validators_trusted
-               FROM urls WHERE url_hash = :url_hash AND url = :url""",
-            {"url_hash": url_digest(url), "url": url},
+               FROM urls WHERE url = :url""",
+            {"url": url},
         ).fetchone()
         return None if row is None else dict(row)
 

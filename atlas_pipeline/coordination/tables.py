@@ -131,7 +131,6 @@ urls = sa.Table(
         sqlite_where=sa.text("state = 'leased'"),
         postgresql_where=sa.text("state = 'leased'"),
     ),
-    sa.Index("urls_hash", "url_hash"),
     sa.Index("urls_document", "document_id"),
     sqlite_autoincrement=True,
 )

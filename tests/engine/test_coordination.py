@@ -1620,9 +1620,9 @@ def test_concurrent_discovery_from_processes_stores_each_url_once(tmp_path: Path
     assert sorted(rows) == sorted(urls)
 
 
-def test_urls_are_found_by_digest_and_confirmed_on_the_full_string(tmp_path: Path) -> None:
-    """A digest collision (forced here: SHA-256 gives none to find) is counted and never
-    taken for a match: the colliding URL is still admitted."""
+def test_a_shared_digest_never_makes_two_urls_one(tmp_path: Path) -> None:
+    """URLs are looked up by the full string: two URLs with one digest (forced here: SHA-256
+    gives none to find) stay two, the new one admitted, the known one known."""
     from atlas_pipeline.coordination.sqlite import url_digest
 
     store = make_store(tmp_path)
@@ -1632,7 +1632,6 @@ def test_urls_are_found_by_digest_and_confirmed_on_the_full_string(tmp_path: Pat
     with store._tx() as c:
         c.execute("UPDATE urls SET url_hash = :h WHERE url = :u", {"h": url_digest(b), "u": a})
     assert store.discover([cand(b), cand(a)], CYCLE) == ["admitted", "already_known"]
-    assert store.digest_collisions == 1
     rows = [r["url"] for r in store.url_rows(SHARD)]
     assert sorted(rows) == [a, b]
 

@@ -87,6 +87,23 @@ def test_a_fresh_store_has_exactly_the_schema_of_tables_py(fresh_url: str) -> No
     assert schema_differences(fresh_url) == []
 
 
+def test_urls_are_looked_up_by_the_url_index_not_by_digest(fresh_url: str) -> None:
+    """Revision 0026: no index on the URL digest (random keys: each new URL dirtied a page of
+    its own at commit), and the catalogue's exact lookup is served by the unique index on the
+    URL string (SQLite's plan names it)."""
+    open_store(fresh_url, OriginPolicy(1.0, 1), 10).close()
+    engine = engine_for(fresh_url)
+    try:
+        indexed = [ix["column_names"] for ix in sa.inspect(engine).get_indexes("urls")]
+    finally:
+        engine.dispose()
+    assert ["url_hash"] not in indexed and all("url_hash" not in cols for cols in indexed)
+    if fresh_url.startswith("sqlite"):
+        plan = " ".join(str(r[-1]) for r in _rows(
+            fresh_url, "EXPLAIN QUERY PLAN SELECT url FROM urls WHERE url IN ('a', 'b')"))  # fmt: skip
+        assert "sqlite_autoindex_urls" in plan, plan
+
+
 def test_replaying_every_revision_builds_the_same_schema(fresh_url: str) -> None:
     """A fresh store is built from tables.py at once; the revisions, replayed one by one on an
     empty database, must arrive at exactly that schema (else an upgraded store would differ

@@ -81,7 +81,7 @@ def worker(url: str, shard: int, deadline: float, links: int, batch: int,
                     for i in range(links)
                 ]
                 outcome = Outcome(UrlState.FETCHED, "fetched", now + 86400, status=200,
-                                  record=FetchRecord(fetch_id=uuid.uuid4().hex, kind="page",
+                                  record=FetchRecord(kind="page",
                                                      url=claim.url, origin=claim.origin),
                                   links=[({"href": c.url, "reason": None}, c) for c in new])  # fmt: skip
                 results.append((claim, outcome))

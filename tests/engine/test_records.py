@@ -44,6 +44,22 @@ def test_records_serialize_to_rows_the_lake_schema_takes() -> None:
 
 def test_each_record_gets_its_own_id() -> None:
     assert FetchRecord().fetch_id != FetchRecord().fetch_id
+    assert len({FetchRecord().fetch_id for _ in range(10_000)}) == 10_000
+
+
+def test_record_ids_are_uuid7_and_later_ones_sort_later() -> None:
+    """Time-ordered ids keep the store's fetch_records index appending (records._new_id)."""
+    import time
+    import uuid
+
+    first = FetchRecord().fetch_id
+    time.sleep(0.003)
+    later = [FetchRecord().fetch_id for _ in range(50)]
+    assert all(len(x) == 32 and int(x, 16) >= 0 for x in [first, *later])
+    parsed = uuid.UUID(first)
+    assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
+    assert abs(int(first[:12], 16) - time.time() * 1000) < 60_000  # milliseconds of Unix time
+    assert all(first < x for x in later)
 
 
 def test_the_stored_json_reads_back_as_the_record_and_as_json_dumps_wrote_it() -> None:

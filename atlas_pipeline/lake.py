@@ -118,7 +118,8 @@ class Lake:
                 source = _batches(table, _new_texts(rows, held),
                                   {"crawl_cycle": cycle, "origin_shard": shard}, counter,
                                   TEXT_CHUNK_ROWS)  # fmt: skip
-                actions = delta_files.write_files(folder, source, {}, TARGET_FILE_BYTES)
+                actions = delta_files.write_files(folder, source, {}, TARGET_FILE_BYTES,
+                                                  plain=frozenset({"text"}))  # fmt: skip
                 if not actions:
                     return Written(table, uri, 0, read_at)
                 try:

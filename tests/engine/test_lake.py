@@ -223,6 +223,24 @@ def test_streamed_texts_land_once_per_id_in_one_commit(lake: Lake) -> None:
     assert again.rows == 0 and lake.read("document_texts").height == total
 
 
+def test_text_files_keep_the_text_column_without_a_dictionary(lake: Lake) -> None:
+    """A page's text is a distinct long string: it is written plain (a dictionary attempt
+    only costs CPU before the writer falls back), the short columns keep theirs."""
+    import pyarrow.parquet as pq
+
+    lake.add_texts([_text(i, 2_000) for i in range(50)], "c1", "s0")
+    files = list(Path(lake.uri("document_texts")).rglob("*.parquet"))
+    assert files
+    for path in files:
+        meta = pq.ParquetFile(path).metadata
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            encodings = {group.column(i).path_in_schema: set(group.column(i).encodings)
+                         for i in range(group.num_columns)}  # fmt: skip
+            assert not any("DICTIONARY" in e for e in encodings["text"]), encodings
+            assert any("DICTIONARY" in e for e in encodings["document_id"]), encodings
+
+
 def test_texts_stream_a_row_group_at_a_time(lake: Lake) -> None:
     """`iter_texts` yields every text asked for and no other, holding one batch of them in
     Arrow memory at a time: dedupe reads a partition's texts through it."""

@@ -135,6 +135,7 @@ class ScopeGuard:
         self.rules = UrlRules([r.rule() for r in cfg.scope.url_rules])
         self._canonicals: dict[tuple[str, str], tuple[str | None, str | None, bool]] = {}
         self._sites: dict[str, tuple[str, int, str | None, str | None]] = {}
+        self._verdicts: dict[str, tuple[str, int, str | None]] = {}
 
     def judge(
         self,
@@ -231,8 +232,20 @@ class ScopeGuard:
 
     def _verdict(self, url: str) -> tuple[str, int, str | None]:
         """(origin, shard, rejection) of a canonical URL by the rules that depend on it
-        alone, in this order: allowed hosts, URL rules, stateless trap checks, the egress
-        gate's static half."""
+        alone, remembered: a site's navigation links are judged again on every page of it,
+        and the URL rules and trap checks (a split and three regexes) were a third of
+        judging a link."""
+        found = self._verdicts.get(url)
+        if found is None:
+            found = self._verdict_of(url)
+            if len(self._verdicts) >= _MEMO_ENTRIES:
+                self._verdicts.clear()
+            self._verdicts[url] = found
+        return found
+
+    def _verdict_of(self, url: str) -> tuple[str, int, str | None]:
+        """`_verdict` worked out, in this order: allowed hosts, URL rules, stateless trap
+        checks, the egress gate's static half."""
         origin, shard, host_refused, egress_refused = self._site(url)
         if host_refused is not None:
             return origin, shard, host_refused

@@ -129,3 +129,21 @@ def test_a_folders_links_are_normalized_once_and_a_sites_host_parsed_once(
     assert hosts == [f"{A}/"]  # 101 URLs of one site, its host read once
     g.judge("/x", f"{B}/p", 1, f"{B}/p")
     assert hosts == [f"{A}/", f"{B}/"]
+
+
+def test_a_urls_own_rules_are_checked_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The URL rules and the stateless trap checks depend on the canonical URL alone: a
+    navigation link judged on 50 pages is checked once (and a new URL still is)."""
+    checked: list[str] = []
+    real = scope.page_number
+
+    def counted(url: str, *args: object) -> int | None:
+        checked.append(url)
+        return real(url, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scope, "page_number", counted)
+    g = guard(tmp_path)
+    for page in range(50):
+        for href in ("/", "/about", f"/p{page}"):
+            g.judge(href, f"{A}/p{page}", 1, f"{A}/p{page}")
+    assert sorted(checked) == sorted([f"{A}/", f"{A}/about"] + [f"{A}/p{i}" for i in range(50)])

@@ -334,6 +334,12 @@ class PostgresStore(SqliteStore):
             self._lock_shard(c, shard)
 
     _waits = True
+    # The look only orders the ready origins and counts their slots (_origin_slot, _part):
+    # each taken row is read again whole, locked. Its robots.txt text and the rest of 64
+    # rows a claim cost more to send and decode than the look took to run.
+    _look_columns = ("o.origin, o.fair_class, o.next_eligible_at, o.backoff_until, "
+                     "o.max_in_flight, o.share, o.robots_lease_until, o.robots_expires_at, "
+                     "o.min_gap_s, o.adapt_gap_s")  # fmt: skip
 
     def _take_origins(
         self, c: Any, part: list[Any], now: float, params: dict[str, Any], wait: bool

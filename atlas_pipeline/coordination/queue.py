@@ -110,7 +110,7 @@ class QueueStore(OriginStore):
                      AND EXISTS (SELECT 1 FROM urls u WHERE u.origin = o.origin AND u.cycle = :cycle
                                  AND u.state IN ('eligible', 'failed_retryable') AND u.due_at <= :now)
                      AND NOT EXISTS ({_PAUSED}){self._owned}"""
-            ready_sql = f"""SELECT o.*, {self._in_flight_sql} AS in_flight {ready_from}
+            ready_sql = f"""SELECT {self._look_columns}, {self._in_flight_sql} AS in_flight {ready_from}
                    ORDER BY o.next_eligible_at LIMIT :n"""
             # wider than `limit`, so classes under their quota are seen behind a big one
             params["n"] = max(64, 4 * limit)
@@ -206,6 +206,9 @@ class QueueStore(OriginStore):
         return {o["origin"]: o for o in part}
 
     _waits = False  # whether _take_origins can come back empty-handed for another claimer
+    # what a claim's look reads of each ready origin: here the whole row, which
+    # _take_origins hands on as the taken origin (postgres.py reads it again, locked)
+    _look_columns = "o.*"
 
     def _may_claim(
         self, origin: Row, scores: dict[str, float], pending: Counter[str], now: float

@@ -142,8 +142,8 @@ class ReadStore(StoreCore):
         return [dict(r) for r in self._select("SELECT * FROM stale_attempts")]
 
     def url_row(self, url: str) -> dict[str, Any] | None:
-        """One URL's catalogue row (looked up by digest, confirmed on the full string), with
-        its kind, redirect chain and its origin's validator trust; None if it is unknown."""
+        """One URL's catalogue row (by the URL's unique index), with its kind, redirect chain
+        and its origin's validator trust; None if it is unknown."""
         row = self._select(
             """SELECT url, discovered_url, origin, shard, kind, depth, priority, state, reason,
                       cycle, due_at, attempts, fence, robots_version, source, discovered_cycle,

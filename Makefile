@@ -25,7 +25,7 @@ demo: install
 
 test: install lint typecheck
 	bash scripts/ensure_postgres.sh
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 lint: install
 	$(VENV)/bin/ruff format --check .

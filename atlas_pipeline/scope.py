@@ -136,6 +136,7 @@ class ScopeGuard:
         self._canonicals: dict[tuple[str, str], tuple[str | None, str | None, bool]] = {}
         self._sites: dict[str, tuple[str, int, str | None, str | None]] = {}
         self._verdicts: dict[str, tuple[str, int, str | None]] = {}
+        self._allowed: dict[tuple[RobotsPolicy, str], bool] = {}
 
     def judge(
         self,
@@ -210,11 +211,7 @@ class ScopeGuard:
             return Judgement(url, Reason.NOFOLLOW.value, None)
         state, reason, version = UrlState.ELIGIBLE, str(Reason.ADMITTED), None
         # Only this page's own origin has its policy at hand; others are checked at claim time.
-        if (
-            robots is not None
-            and robots.origin == origin
-            and not robots.allows(url, self.cfg.robots_token)
-        ):
+        if robots is not None and robots.origin == origin and not self._robots_allow(robots, url):
             state, reason, version = UrlState.BLOCKED, str(Reason.ROBOTS_DISALLOWED), robots.version
         cand = Candidate(
             url=url,
@@ -229,6 +226,19 @@ class ScopeGuard:
             robots_version=version,
         )
         return Judgement(url, reason, cand)
+
+    def _robots_allow(self, robots: RobotsPolicy, url: str) -> bool:
+        """`robots.allows` for this crawler, remembered per policy (its whole value: an equal
+        policy answers alike) and URL: a page's navigation links are on every page of its
+        origin, and matching them again was the largest part of judging a link."""
+        key = (robots, url)
+        found = self._allowed.get(key)
+        if found is None:
+            found = robots.allows(url, self.cfg.robots_token)
+            if len(self._allowed) >= _MEMO_ENTRIES:
+                self._allowed.clear()
+            self._allowed[key] = found
+        return found
 
     def _verdict(self, url: str) -> tuple[str, int, str | None]:
         """(origin, shard, rejection) of a canonical URL by the rules that depend on it

@@ -147,3 +147,33 @@ def test_a_urls_own_rules_are_checked_once(tmp_path: Path, monkeypatch: pytest.M
         for href in ("/", "/about", f"/p{page}"):
             g.judge(href, f"{A}/p{page}", 1, f"{A}/p{page}")
     assert sorted(checked) == sorted([f"{A}/", f"{A}/about"] + [f"{A}/p{i}" for i in range(50)])
+
+
+def test_robots_answers_are_remembered_per_policy_and_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page's navigation is matched against its origin's robots rules once per policy, not
+    on every page; a changed policy (another version or text) is asked again."""
+    from atlas_pipeline.robots import RobotsPolicy, RobotsStatus
+
+    asked: list[tuple[int, str]] = []
+    real = RobotsPolicy.allows
+
+    def counted(policy: RobotsPolicy, url: str, token: str) -> bool:
+        asked.append((policy.version, url))
+        return real(policy, url, token)
+
+    monkeypatch.setattr(RobotsPolicy, "allows", counted)
+    g = guard(tmp_path)
+    origin = f"{A}:80"
+    closed = RobotsPolicy(origin, 1, RobotsStatus.PARSED, "User-agent: *\nDisallow: /private\n")
+    for page in range(50):
+        for href in ("/private", "/open"):
+            j = g.judge(href, f"{A}/p{page}", 1, f"{A}/p{page}", robots=closed)
+            assert j.reason == ("robots_disallowed" if href == "/private" else "admitted")
+    assert asked == [(1, f"{A}/private"), (1, f"{A}/open")]
+    opened = RobotsPolicy(origin, 2, RobotsStatus.PARSED, "User-agent: *\nAllow: /\n")
+    assert g.judge("/private", f"{A}/p", 1, f"{A}/p", robots=opened).reason == "admitted"
+    assert asked[-1] == (2, f"{A}/private")
+    fresh = guard(tmp_path).judge("/private", f"{A}/p", 1, f"{A}/p", robots=closed)
+    assert g.judge("/private", f"{A}/p", 1, f"{A}/p", robots=closed) == fresh

@@ -6,7 +6,7 @@ import re
 import string
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from .config import CrawlConfig, check_seed
@@ -32,6 +32,19 @@ from .urls import (
 # what `_canonical` and `_verdict` remember, each (cleared when full: a crawl's working set
 # of links is a site's navigation, far smaller than this)
 _MEMO_ENTRIES = 16384
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _keep(memo: dict[K, V], key: K, value: V) -> V:
+    """Remember `value` under `key` in one of the guard's memos and return it; a full memo
+    starts over, so each holds at most _MEMO_ENTRIES answers."""
+    if len(memo) >= _MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
 # first characters of an href that is a relative path (RFC 3986 4.2) whatever its cleaning:
 # no scheme (checked first), no '/', '?', '#', backslash, space or control character
 _PATH_START = frozenset(string.ascii_letters + string.digits + "-._~%!$&'()*+,;=")
@@ -172,10 +185,7 @@ class ScopeGuard:
             key = (href, base)
         found = self._canonicals.get(key)
         if found is None:
-            found = self._canonical_of(href, base)
-            if len(self._canonicals) >= _MEMO_ENTRIES:
-                self._canonicals.clear()
-            self._canonicals[key] = found
+            found = _keep(self._canonicals, key, self._canonical_of(href, base))
         return found
 
     def _canonical_of(self, href: str, base: str) -> tuple[str | None, str | None, bool]:
@@ -234,10 +244,7 @@ class ScopeGuard:
         key = (robots, url)
         found = self._allowed.get(key)
         if found is None:
-            found = robots.allows(url, self.cfg.robots_token)
-            if len(self._allowed) >= _MEMO_ENTRIES:
-                self._allowed.clear()
-            self._allowed[key] = found
+            found = _keep(self._allowed, key, robots.allows(url, self.cfg.robots_token))
         return found
 
     def _verdict(self, url: str) -> tuple[str, int, str | None]:
@@ -247,10 +254,7 @@ class ScopeGuard:
         judging a link."""
         found = self._verdicts.get(url)
         if found is None:
-            found = self._verdict_of(url)
-            if len(self._verdicts) >= _MEMO_ENTRIES:
-                self._verdicts.clear()
-            self._verdicts[url] = found
+            found = _keep(self._verdicts, url, self._verdict_of(url))
         return found
 
     def _verdict_of(self, url: str) -> tuple[str, int, str | None]:
@@ -278,10 +282,7 @@ class ScopeGuard:
         site = url[:cut] if cut >= 0 else url.partition("#")[0].partition("?")[0]
         found = self._sites.get(site)
         if found is None:
-            found = self._site_of(f"{site}/")
-            if len(self._sites) >= _MEMO_ENTRIES:
-                self._sites.clear()
-            self._sites[site] = found
+            found = _keep(self._sites, site, self._site_of(f"{site}/"))
         return found
 
     def _site_of(self, url: str) -> tuple[str, int, str | None, str | None]:

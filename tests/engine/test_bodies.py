@@ -1,15 +1,18 @@
-"""The content-addressed body store: sha256 keys, gzip on disk, idempotent put, extraction cache."""
+"""The content-addressed body store: sha256 keys, zstd on disk (gzip still read), idempotent
+put, extraction cache."""
 
 from __future__ import annotations
 
 import gzip
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import pytest
+import zstandard
 
-from atlas_pipeline.bodies import BodyStore, digest
+from atlas_pipeline.bodies import BodyStore, _slug, digest
 
 BODY = b"<html><body><p>chip supply</p></body></html>"
 
@@ -35,11 +38,12 @@ def test_get_round_trips(store: BodyStore, body: bytes) -> None:
     assert store.get(key) == body
 
 
-def test_stored_file_is_gzip_under_a_fanned_out_path(store: BodyStore) -> None:
+def test_stored_file_is_zstd_under_a_fanned_out_path(store: BodyStore) -> None:
     key = store.put(BODY)
-    path = store.root / key[:2] / key[2:4] / f"{key}.gz"
-    assert gzip.decompress(path.read_bytes()) == BODY
+    path = store.root / key[:2] / key[2:4] / f"{key}.zst"
+    assert zstandard.ZstdDecompressor().decompress(path.read_bytes()) == BODY
     assert store.uri(key) == path.as_uri()
+    assert files(store.root) == [path]
 
 
 def test_put_is_idempotent(store: BodyStore) -> None:
@@ -51,11 +55,11 @@ def test_put_is_idempotent(store: BodyStore) -> None:
     assert (path.read_bytes(), path.stat().st_ino) == before  # not rewritten, only touched
 
 
-def test_gzip_output_is_deterministic(tmp_path: Path) -> None:
+def test_zstd_output_is_deterministic(tmp_path: Path) -> None:
     a, b = BodyStore(tmp_path / "a"), BodyStore(tmp_path / "b")
     key = a.put(BODY)
     b.put(BODY)
-    rel = Path(key[:2]) / key[2:4] / f"{key}.gz"
+    rel = Path(key[:2]) / key[2:4] / f"{key}.zst"
     assert (a.root / rel).read_bytes() == (b.root / rel).read_bytes()
 
 
@@ -122,7 +126,7 @@ def _age(store: BodyStore, key: str, seconds: float) -> None:
     import os
     import time
 
-    path = store.root / key[:2] / key[2:4] / f"{key}.gz"
+    [path] = (store.root / key[:2] / key[2:4]).glob(f"{key}.[gz][zs]*")
     t = time.time() - seconds
     os.utime(path, (t, t))
 
@@ -186,10 +190,81 @@ def test_a_leftover_temporary_file_of_the_same_name_is_passed_over(
     key = digest(BODY)
     folder = store.root / key[:2] / key[2:4]
     folder.mkdir(parents=True)
-    leftover = folder / f".tmp-{os.getpid()}-{threading.get_ident()}-7-{key}.gz"
+    leftover = folder / f".tmp-{os.getpid()}-{threading.get_ident()}-7-{key}.zst"
     leftover.write_bytes(b"someone else's")
     monkeypatch.setattr(bodies, "_TMP_SEQ", itertools.count(7))
     assert store.put(BODY) == key
     assert store.get(key) == BODY
     assert leftover.read_bytes() == b"someone else's"
     assert [p.name for p in folder.iterdir() if p.name.startswith(".tmp-")] == [leftover.name]
+
+
+# stores written before zstd ------------------------------------------------------------
+
+
+def _legacy_put(store: BodyStore, body: bytes) -> Path:
+    """A body as Atlas stored it before zstd: gzip level 1 under `<key>.gz`."""
+    key = digest(body)
+    path = store.root / key[:2] / key[2:4] / f"{key}.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(body, compresslevel=1, mtime=0))
+    return path
+
+
+def test_a_body_stored_as_gzip_is_read_and_a_repeated_put_only_touches_it(
+    store: BodyStore,
+) -> None:
+    import os
+
+    path = _legacy_put(store, BODY)
+    os.utime(path, (1.0, 1.0))
+    key = digest(BODY)
+    assert store.has(key) and store.get(key) == BODY
+    assert store.uri(key) == path.as_uri()
+    assert store.put(BODY) == key
+    assert files(store.root) == [path]  # not stored a second time as .zst
+    assert path.stat().st_mtime > 1.0  # touched: the sweeper sees it in use
+
+
+def test_sweep_and_delete_reach_gzip_bodies_and_their_caches(store: BodyStore) -> None:
+    _legacy_put(store, b"old orphan")
+    old_kept = _legacy_put(store, b"old kept")
+    store.put_extraction(digest(b"old orphan"), "v1", {"text": "x"})
+    new_orphan = store.put(b"new orphan")
+    for key in (digest(b"old orphan"), digest(b"old kept"), new_orphan):
+        _age(store, key, 2 * DAY)
+    report = store.sweep_orphans(lambda: {digest(b"old kept")}, grace_s=DAY)
+    assert (report.scanned, report.deleted) == (3, 2)
+    assert files(store.root) == [old_kept]
+    gone = store.delete({digest(b"old kept")}, lambda: set(), idle_since=time.time())
+    assert (gone.scanned, gone.deleted) == (1, 1) and files(store.root) == []
+
+
+def test_a_gzip_body_swept_while_it_is_put_again_keeps_its_new_copy_and_cache(
+    store: BodyStore,
+) -> None:
+    """The sweeper moves an idle .gz aside; a put racing it finds neither file and writes a
+    .zst. The sweeper must see that copy and keep the extraction cache the new copy needs."""
+    import os
+
+    path = _legacy_put(store, BODY)
+    key = digest(BODY)
+    store.put_extraction(key, "v1", {"text": "kept"})
+    os.utime(path, (1.0, 1.0))
+    real_rename = os.rename
+
+    def rename_then_put(src: object, dst: object) -> None:
+        real_rename(src, dst)  # type: ignore[arg-type]
+        if str(dst).endswith(f".sweep-{key}.gz"):
+            store.put(BODY)  # the racing put: the .gz is gone, so it writes a .zst
+
+    os.rename = rename_then_put  # type: ignore[assignment]
+    try:
+        report = store.sweep_orphans(lambda: set(), grace_s=DAY)
+    finally:
+        os.rename = real_rename
+    assert report.deleted == 0
+    assert store.get(key) == BODY and store.get_extraction(key, "v1") == {"text": "kept"}
+    assert [p.name for p in files(store.root)] == sorted(
+        [f"{key}.extract-{_slug('v1')}.json", f"{key}.zst"]
+    )

@@ -5,11 +5,11 @@ answers for bytes extracted before, and a disk error is the disk's, not a parse 
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from atlas_pipeline import defaults as d
 from atlas_pipeline.bodies import BodyStore, digest
@@ -42,8 +42,10 @@ def test_the_worker_stores_body_and_text_and_answers_without_the_text(
     assert stored is not None and "Paragraph 11" in stored["text"]
     assert ext["text_chars"] == len(stored["text"]) == text_chars(stored)
     assert ext["text_hash"] == stored["text_hash"] and ext["title"] == stored["title"]
-    assert store.get(keep.key) == body  # the body, gzip'd under its digest
-    assert gzip.decompress(Path(store.uri(keep.key).removeprefix("file://")).read_bytes()) == body
+    assert store.get(keep.key) == body  # the body, zstd'd under its digest
+    stored = Path(store.uri(keep.key).removeprefix("file://"))
+    assert stored.name == f"{keep.key}.zst"
+    assert zstandard.ZstdDecompressor().decompress(stored.read_bytes()) == body
     assert len(out["links"]) == 12
 
 

@@ -121,7 +121,7 @@ def test_sweep_bodies_deletes_orphans_and_keeps_committed_bodies(tmp_path: Path)
                                 record=FetchRecord(fetch_id="f", body_key=committed)), "c0001", 11.0)  # fmt: skip
     engine.close()
     for key in (committed, orphan):
-        path = bodies.root / key[:2] / key[2:4] / f"{key}.gz"
+        path = bodies.root / key[:2] / key[2:4] / f"{key}.zst"
         os.utime(path, (1.0, 1.0))  # put long ago
     short = run_atlas("sweep-bodies", "--config", str(cfg_path), "--grace-hours", "0")
     assert short.returncode == 2 and "shorter than two leases" in short.stderr

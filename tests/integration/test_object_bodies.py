@@ -55,7 +55,7 @@ def _objects(store: ObjectBodyStore) -> set[str]:
     from pyarrow import fs
 
     infos = store.fs.get_file_info(fs.FileSelector(store.root, recursive=True))
-    return {i.path.rsplit("/", 1)[-1][:-3] for i in infos if i.path.endswith(".gz")}
+    return {i.path.rsplit("/", 1)[-1][:-4] for i in infos if i.path.endswith(".zst")}
 
 
 def test_bodies_land_in_the_bucket_not_on_disk(crawled: dict[str, Any]) -> None:
@@ -87,6 +87,30 @@ def test_the_sweeper_deletes_orphans_from_the_bucket(crawled: dict[str, Any]) ->
     assert later.deleted == 1 and not engine.bodies.has(orphan)
     referenced = engine.store.referenced_bodies()
     assert referenced and all(engine.bodies.has(k) for k in referenced)
+
+
+def test_a_bucket_written_before_zstd_is_read_renewed_in_place_and_swept(
+    crawled: dict[str, Any],
+) -> None:
+    """A body an older Atlas stored as `<key>.gz` (gzip): read back, a repeated put renews
+    that object instead of storing a second copy, and the sweeper deletes it with its cache."""
+    import gzip
+
+    from atlas_pipeline.bodies import digest
+
+    engine: Engine = crawled["engine"]
+    store: ObjectBodyStore = engine.bodies  # type: ignore[assignment]
+    body = b"<html>stored by an Atlas from before zstd</html>"
+    key = digest(body)
+    legacy = f"{store.root}/{key[:2]}/{key[2:4]}/{key}.gz"
+    store._write(legacy, gzip.compress(body, compresslevel=1, mtime=0))
+    store.put_extraction(key, "v1", {"text": "old"})
+    assert store.has(key) and store.get(key) == body and store.uri(key).endswith(f"{key}.gz")
+    assert store.put(body) == key
+    assert key not in _objects(store)  # no .zst copy beside it
+    report = store.sweep_orphans(engine.store.referenced_bodies, 3600.0, now=time.time() + 7200)
+    assert report.deleted == 1 and not store.has(key)
+    assert store.get_extraction(key, "v1") is None
 
 
 def test_an_opt_out_deletes_its_bodies_from_the_bucket(crawled: dict[str, Any]) -> None:

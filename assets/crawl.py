@@ -437,6 +437,8 @@ def _fetch_meta(fetches: pl.DataFrame, stats: Any, result: Any) -> dict[str, Any
         "ended_at_deadline": stats.deadline_hit,
         "batch_seconds": round(stats.elapsed_s, 2),
         "pages_per_second": round(stats.requests / stats.elapsed_s, 2) if stats.elapsed_s else 0.0,
+        # URLs a claim took: how well the batch grouped its store transactions
+        "urls_per_claim": round(stats.claimed / stats.claims, 2) if stats.claims else 0.0,
         "reasons": dg.MetadataValue.json(counts(fetches["reason"].to_list())),
         "conditional_requests": int(fetches["conditional"].fill_null(False).sum()),
         "not_modified_304": int((fetches["status"] == 304).sum()),

@@ -104,6 +104,8 @@ class BatchStats:
     render: dict[str, Any] = field(default_factory=dict)  # the render lane's figures
     not_owned: int = 0  # regions: requests held back because the ownership lease had ended
     ownership: dict[str, int] = field(default_factory=dict)  # regions: the keeper's counts
+    claims: int = 0  # claims that leased URLs (a store transaction each)
+    claimed: int = 0  # URLs those claims leased: claimed / claims is the store's batching
 
     @property
     def errors(self) -> int:
@@ -420,6 +422,9 @@ class FetchBatch(RobotsFetching):
             if claim is None:
                 continue
             if isinstance(claim, list):
+                leased = sum(isinstance(job, Lease) for job in claim)
+                self.stats.claims += leased > 0
+                self.stats.claimed += leased
                 for job in claim:
                     self._start(tasks, job)
                 continue

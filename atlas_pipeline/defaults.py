@@ -74,7 +74,13 @@ CYCLE_CRON = "0 */6 * * *"  # the crawl schedule's cadence: a new cycle every si
 
 # Extraction
 EXTRACTION_VERSION = "trafilatura-2.3.1/v1"
-PARSE_BACKLOG_PER_WORKER = 4  # queued parse jobs per pool worker before fetching pauses
+# Queued parse jobs per pool worker before fetching pauses. A backlog that limits the claim
+# is refilled by halves (backlog.claim_room), so this also sets how many URLs a claim takes
+# when extraction is the bottleneck. benchmarks/crawl_throughput.py (10k pages, 2 workers),
+# back to back: 4 took 4.2 URLs a claim (2,379 claims, 7.1 s of store CPU, 0.74x the plain
+# loop's pages/s); 8 took 8.2 (1,212 claims, 5.6 s, 0.77x). Memory: at most workers x this
+# many bodies of up to limits.max_body_bytes wait here.
+PARSE_BACKLOG_PER_WORKER = 8
 # Results are committed in groups: when this many wait, or the oldest has waited this long
 # (one discovery and one transaction per group, not per page; the slot went back already).
 COMMIT_GROUP = 16

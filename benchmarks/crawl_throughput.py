@@ -352,7 +352,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
         if profiler is not None:
             profiler.enable()
         eng = Engine.from_config(cfg)
-        requests = robots = nbytes = 0
+        requests = robots = nbytes = claims = claimed = 0
         outcomes: dict[str, int] = {}
         for shard in range(cfg.shards):
             if sampler is not None:
@@ -362,6 +362,8 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
                 sampler.mark(f"fetch_shard shard {shard}")
             res = fetch_shard(eng, CYCLE, shard)
             requests += res.stats.requests
+            claims += res.stats.claims
+            claimed += res.stats.claimed
             robots += res.stats.robots_requests
             nbytes += res.stats.bytes
             for k, v in res.stats.outcomes.items():
@@ -403,6 +405,8 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
         pages=docs.height,
         requests=requests,
         robots_requests=robots,
+        claims=claims,
+        claimed=claimed,
         bytes=nbytes,
         outcomes=outcomes,
         text_chars=int(docs["text_chars"].sum()) if docs.height else 0,
@@ -555,7 +559,12 @@ def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
         "unjoined_children": r["unjoined_children"],
         "thread_cpu_s": r.get("thread_cpu_s", {}),
         **(
-            {"lake_write_s": r["lake_write_s"], "lake_write_cpu_s": r["lake_write_cpu_s"]}
+            {
+                "lake_write_s": r["lake_write_s"],
+                "lake_write_cpu_s": r["lake_write_cpu_s"],
+                "claims": r["claims"],
+                "claimed": r["claimed"],
+            }
             if "lake_write_s" in r
             else {}
         ),
@@ -634,6 +643,11 @@ def print_table(report: dict[str, Any]) -> None:
             print(
                 f"  {row['contender']} lake writes after the batch: {row['lake_write_s']:.1f} s "
                 f"wall, {row['lake_write_cpu_s']:.1f} s CPU of the main thread"
+            )
+            per = row["claimed"] / row["claims"] if row["claims"] else 0.0
+            print(
+                f"  {row['contender']} claims: {row['claims']} store transactions leased "
+                f"{row['claimed']} URLs ({per:.1f} a claim)"
             )
     print(
         "Notes: seconds and CPU cover the crawl only (Atlas: Engine.from_config .. last "

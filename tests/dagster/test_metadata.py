@@ -53,7 +53,7 @@ MEASURES = frozenset({
     "dagster/partition_row_count", "dagster/row_count",
     # fetch batch
     "store_outages", "requests", "stale_commits", "deferred_urls", "batch_seconds",
-    "pages_per_second", "conditional_requests", "not_modified_304",
+    "pages_per_second", "conditional_requests", "not_modified_304", "urls_per_claim",
     # dedupe, schedule
     "urls", "near_duplicate_clusters", "dedupe_ratio", "untrusted_validator_urls",
 })  # fmt: skip

@@ -73,6 +73,8 @@ def test_same_bytes_under_two_urls_are_extracted_once(mirror_site: int, tmp_path
     plan_frontier(engine, "c0001", 0)
     result = fetch_shard(engine, "c0001", 0)
     assert result.stats.requests == 3
+    # every URL a claim leased was requested once; robots.txt tasks are not counted
+    assert result.stats.claimed == 3 and 1 <= result.stats.claims <= 3
     assert result.stats.extracted == 2  # /a (or /b) and /c
     assert result.stats.extraction_reused == 1
     docs = engine.lake.with_text(pl.read_delta(result.documents.uri)).sort("url")

@@ -4,8 +4,9 @@ Extraction results are cached beside the body they came from, keyed by extractio
 so identical bytes are never extracted twice (across URLs, batches and cycles).
 
 Bodies are written as `<key>.zst` (zstd level 1). Stores written before that hold
-`<key>.gz` (gzip level 1); those bodies are still read, touched by a repeated put, swept and
-deleted as they are, so an existing store needs no conversion. zstd because a worker
+`<key>.gz` (gzip level 1); those bodies are still read, swept and deleted as they are (a
+repeated put touches a local one, and writes a `.zst` beside one in an object store), so an
+existing store needs no conversion. zstd because a worker
 compresses every body it parses: on the sandbox's pages gzip-1 took 0.47 ms a page
 (ratio 0.40) and zstd-1 0.20 ms (ratio 0.37), ~3 s of a 10,000-page crawl's CPU.
 """
@@ -295,13 +296,11 @@ class ObjectBodyStore:
         return None
 
     def put(self, body: bytes) -> str:
+        # Always the .zst object, with no request to look for a legacy .gz first (a put is
+        # on every fetch's path): a body an older Atlas stored gets a second object beside
+        # it, read first from then on, and swept or deleted together with it.
         key = digest(body)
-        legacy = self._path(key, LEGACY_SUFFIX)
-        # a body an older Atlas stored is renewed where it is, not stored twice
-        if self._mtime(legacy) is not None:
-            self._write(legacy, gzip.compress(body, compresslevel=1, mtime=0))
-        else:
-            self._write(self._path(key, BODY_SUFFIX), pack(body))
+        self._write(self._path(key, BODY_SUFFIX), pack(body))
         return key
 
     def get(self, key: str) -> bytes:

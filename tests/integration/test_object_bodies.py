@@ -89,11 +89,12 @@ def test_the_sweeper_deletes_orphans_from_the_bucket(crawled: dict[str, Any]) ->
     assert referenced and all(engine.bodies.has(k) for k in referenced)
 
 
-def test_a_bucket_written_before_zstd_is_read_renewed_in_place_and_swept(
+def test_a_bucket_written_before_zstd_is_read_and_swept_with_its_new_copy(
     crawled: dict[str, Any],
 ) -> None:
-    """A body an older Atlas stored as `<key>.gz` (gzip): read back, a repeated put renews
-    that object instead of storing a second copy, and the sweeper deletes it with its cache."""
+    """A body an older Atlas stored as `<key>.gz` (gzip): read back; a repeated put writes
+    the `.zst` object beside it (no request to look first), read from then on; the sweeper
+    deletes both objects and the cache as one body."""
     import gzip
 
     from atlas_pipeline.bodies import digest
@@ -107,9 +108,11 @@ def test_a_bucket_written_before_zstd_is_read_renewed_in_place_and_swept(
     store.put_extraction(key, "v1", {"text": "old"})
     assert store.has(key) and store.get(key) == body and store.uri(key).endswith(f"{key}.gz")
     assert store.put(body) == key
-    assert key not in _objects(store)  # no .zst copy beside it
+    assert key in _objects(store) and store.uri(key).endswith(f"{key}.zst")
+    assert store.get(key) == body
     report = store.sweep_orphans(engine.store.referenced_bodies, 3600.0, now=time.time() + 7200)
     assert report.deleted == 1 and not store.has(key)
+    assert store._mtime(legacy) is None and key not in _objects(store)
     assert store.get_extraction(key, "v1") is None
 
 

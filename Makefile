@@ -3,6 +3,9 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Test processes. The suite mostly waits (loopback servers, subprocess crawls, politeness gaps,
+# PostgreSQL), so 4 on 2 cores halve its time; 8 made it CPU-bound, slower and timing-flaky.
+TEST_PROCESSES ?= 4
 
 .PHONY: install demo test lint typecheck web clean
 
@@ -25,7 +28,7 @@ demo: install
 
 test: install lint typecheck
 	bash scripts/ensure_postgres.sh
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q --durations=25 -n $(TEST_PROCESSES) --dist worksteal
 
 lint: install
 	$(VENV)/bin/ruff format --check .

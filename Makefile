@@ -4,7 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Test processes. The suite mostly waits (loopback servers, subprocess crawls, politeness gaps,
-# PostgreSQL), so 4 on 2 cores halve its time; 8 made it CPU-bound, slower and timing-flaky.
+# PostgreSQL), so 4 on 2 cores take 0.6 of its time; 8 made it CPU-bound, slower and flaky.
+# loadgroup: tests marked xdist_group("chromium") run in one process, one browser at a time.
 TEST_PROCESSES ?= 4
 
 .PHONY: install demo test lint typecheck web clean
@@ -28,7 +29,7 @@ demo: install
 
 test: install lint typecheck
 	bash scripts/ensure_postgres.sh
-	$(PY) -m pytest -q --durations=25 -n $(TEST_PROCESSES) --dist worksteal
+	$(PY) -m pytest -q --durations=25 -n $(TEST_PROCESSES) --dist loadgroup
 
 lint: install
 	$(VENV)/bin/ruff format --check .

@@ -9,7 +9,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 from tests.conftest import chromium_browser
+
+# Chromium tests share one test process (make test's --dist loadgroup), so one browser runs
+# at a time: with 4 processes a render crawl once ended a page before its slow script left
+pytestmark = pytest.mark.xdist_group("chromium")
 
 
 @contextmanager

@@ -18,6 +18,10 @@ from aiohttp import ClientSession, web
 from atlas_pipeline.browser import chromium_path
 from atlas_pipeline.render import LaneLimits, RenderLane, SubAnswer, SubRequest
 
+# Chromium tests share one test process (make test's --dist loadgroup), so one browser runs
+# at a time: with 4 processes a render crawl once ended a page before its slow script left
+pytestmark = pytest.mark.xdist_group("chromium")
+
 ARTICLE = ("The harbour lights came on one by one while the ferry crossed the bay, and the "
            "old captain counted them aloud as he had done every evening for forty years.")  # fmt: skip
 SHELL = f"""<!DOCTYPE html><html><head><title>Shell</title></head><body><main id=app></main>

@@ -6,9 +6,10 @@ request that left is reported as a record. Real store, real loopback server, no 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,11 @@ GAP = 0.5
 SITE, CDN, OTHER = "site.example.test", "cdn.example.test", "other.example.test"
 
 
-@asynccontextmanager
-async def two_origins() -> AsyncIterator[tuple[int, list[tuple[str, str, float]]]]:
-    """One loopback server answering for both names (by Host), logging what it served."""
+@contextmanager
+def two_origins() -> Iterator[tuple[int, list[tuple[str, str, float]]]]:
+    """One loopback server answering for both names (by Host), logging what it served. It
+    runs on a loop of its own, so its clock is the request's arrival: on the client's loop a
+    slow callback would date a request late and shorten the gap to the next one."""
     seen: list[tuple[str, str, float]] = []
 
     async def any_path(request: web.Request) -> web.Response:
@@ -38,21 +41,41 @@ async def two_origins() -> AsyncIterator[tuple[int, list[tuple[str, str, float]]
             await asyncio.sleep(1.0)
         return web.json_response({"path": request.path})
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", any_path)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    loop = asyncio.new_event_loop()
+    runner: list[web.AppRunner] = []
+    started = threading.Event()
+
+    async def start() -> int:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", any_path)
+        runner.append(web.AppRunner(app))
+        await runner[0].setup()
+        site = web.TCPSite(runner[0], "127.0.0.1", 0)
+        await site.start()
+        return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+
+    port: list[int] = []
+
+    def serve() -> None:
+        port.append(loop.run_until_complete(start()))
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(runner[0].cleanup())
+        loop.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert started.wait(10), "the loopback server did not start"
     try:
-        yield site._server.sockets[0].getsockname()[1], seen  # type: ignore[union-attr]
+        yield port[0], seen
     finally:
-        await runner.cleanup()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
 
 
 def test_subrequests_are_judged_paced_and_recorded_like_any_request(tmp_path: Path) -> None:
     async def go() -> None:
-        async with two_origins() as (port, seen):
+        with two_origins() as (port, seen):
             cfg = CrawlConfig(seeds=[f"http://{SITE}:{port}/"], data_dir=tmp_path, shards=1,
                               resolve={SITE: "127.0.0.1", CDN: "127.0.0.1", OTHER: "127.0.0.1"}, resolve_only=True)  # fmt: skip
             site, cdn = f"http://{SITE}:{port}", f"http://{CDN}:{port}"

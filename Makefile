@@ -4,8 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Test processes. The suite mostly waits (loopback servers, subprocess crawls, politeness gaps,
-# PostgreSQL), so 4 on 2 cores take 0.6 of its time; 8 made it CPU-bound, slower and flaky.
-# loadgroup: tests marked xdist_group("chromium") run in one process, one browser at a time.
+# PostgreSQL), so 4 on 2 cores take 0.6 of its time (8 made it CPU-bound, slower and flaky).
+# Tests marked `timing` assert wall-clock behaviour under load (callback times, renders, lease
+# renewals): they run after the rest, one at a time. Both parts run; either failing fails.
 TEST_PROCESSES ?= 4
 
 .PHONY: install demo test lint typecheck web clean
@@ -29,7 +30,10 @@ demo: install
 
 test: install lint typecheck
 	bash scripts/ensure_postgres.sh
-	$(PY) -m pytest -q --durations=25 -n $(TEST_PROCESSES) --dist loadgroup
+	status=0; \
+	$(PY) -m pytest -q --durations=25 -n $(TEST_PROCESSES) --dist worksteal -m 'not timing' || status=$$?; \
+	$(PY) -m pytest -q --durations=10 -m timing || status=$$?; \
+	exit $$status
 
 lint: install
 	$(VENV)/bin/ruff format --check .

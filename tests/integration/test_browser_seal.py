@@ -13,9 +13,9 @@ import pytest
 
 from tests.conftest import chromium_browser
 
-# Chromium tests share one test process (make test's --dist loadgroup), so one browser runs
-# at a time: with 4 processes a render crawl once ended a page before its slow script left
-pytestmark = pytest.mark.xdist_group("chromium")
+# make test runs `timing` tests after the others, one at a time: a browser's renders, on two
+# cores shared with 3 other test processes, once ended a page before its slow script left
+pytestmark = pytest.mark.timing
 
 
 @contextmanager

@@ -15,6 +15,8 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
 from atlas_pipeline.batch import FetchBatch
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.coordination import Lease
@@ -26,6 +28,10 @@ from atlas_pipeline.regions.keeper import OwnershipKeeper
 from atlas_pipeline.regions.ownership import Action, TakeoverRule
 from tests.conftest import SandboxProcess, sandbox_config
 from tests.integration.test_retry_after_at_send import _claim, _fetch
+
+# make test runs `timing` tests after the others, one at a time: a lease keeper's renewals
+# are timed, and a loaded machine once let a second one land inside the test
+pytestmark = pytest.mark.timing
 
 
 def test_a_page_claimed_under_a_lost_token_goes_back_unsent(

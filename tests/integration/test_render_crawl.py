@@ -19,9 +19,9 @@ from atlas_sandbox import scripted
 from tests.conftest import running_canary, running_sandbox, write_config
 from tests.integration.test_cli import run_atlas
 
-# Chromium tests share one test process (make test's --dist loadgroup), so one browser runs
-# at a time: with 4 processes a render crawl once ended a page before its slow script left
-pytestmark = pytest.mark.xdist_group("chromium")
+# make test runs `timing` tests after the others, one at a time: a browser's renders, on two
+# cores shared with 3 other test processes, once ended a page before its slow script left
+pytestmark = pytest.mark.timing
 
 GAP_S = 0.3
 UA = "AtlasBot/1.0 (+https://atlas.example.test/bot)"

@@ -18,9 +18,9 @@ from aiohttp import ClientSession, web
 from atlas_pipeline.browser import chromium_path
 from atlas_pipeline.render import LaneLimits, RenderLane, SubAnswer, SubRequest
 
-# Chromium tests share one test process (make test's --dist loadgroup), so one browser runs
-# at a time: with 4 processes a render crawl once ended a page before its slow script left
-pytestmark = pytest.mark.xdist_group("chromium")
+# make test runs `timing` tests after the others, one at a time: a browser's renders, on two
+# cores shared with 3 other test processes, once ended a page before its slow script left
+pytestmark = pytest.mark.timing
 
 ARTICLE = ("The harbour lights came on one by one while the ferry crossed the bay, and the "
            "old captain counted them aloud as he had done every evening for forty years.")  # fmt: skip

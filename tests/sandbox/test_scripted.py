@@ -23,9 +23,9 @@ from atlas_sandbox import CanaryServer, SandboxServer, SandboxWeb
 from atlas_sandbox import scripted as site
 from tests.conftest import chromium_browser, running_sandbox
 
-# Chromium tests share one test process (make test's --dist loadgroup), so one browser runs
-# at a time: with 4 processes a render crawl once ended a page before its slow script left
-pytestmark = pytest.mark.xdist_group("chromium")
+# make test runs `timing` tests after the others, one at a time: a browser's renders, on two
+# cores shared with 3 other test processes, once ended a page before its slow script left
+pytestmark = pytest.mark.timing
 
 SCRIPTED, CDN, PLAIN = (
     "scripted.example.test",

@@ -10,10 +10,15 @@ import re
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from dagster._core.instance.ref import InstanceRef
 
 from tests.conftest import SandboxProcess, sandbox_config, write_config
 from tests.integration.test_cli import run_atlas
+
+# make test runs `timing` tests after the others, one at a time: progress lines must come every
+# interval (0.7-2 s apart)
+pytestmark = pytest.mark.timing
 
 LINE = re.compile(r"(c\d{4})/shard (\d+): (\d+) requests \([\d.]+/s\), statuses (.+), "
                   r"(\d+) errors, \d+ extracted, [\d.]+ MB, \d+ stale commits, (\d+) s$")  # fmt: skip

@@ -28,6 +28,10 @@ from atlas_pipeline.reasons import Reason
 from atlas_sandbox import lab
 from tests.conftest import SandboxProcess, running_sandbox, sandbox_config
 
+# make test runs `timing` tests after the others, one at a time: it times a request against a
+# Retry-After window
+pytestmark = pytest.mark.timing
+
 SERVER_JITTER_S = 0.05
 
 

@@ -20,6 +20,10 @@ from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
 from tests.conftest import SandboxProcess, sandbox_config
 
+# make test runs `timing` tests after the others, one at a time: it stalls the loop on purpose
+# and reads the gaps from the server's log
+pytestmark = pytest.mark.timing
+
 GAP_S = 0.3
 CAP = 2
 SERVER_JITTER_S = 0.02  # the server logs a request when it reads it, a moment after it left

@@ -146,6 +146,40 @@ def _running_cli(what: str, args: list[str]) -> Iterator[tuple[subprocess.Popen[
 
 
 @contextmanager
+def serving_app(app: Any) -> Iterator[int]:
+    """An aiohttp `web.Application` on 127.0.0.1 (a free port, yielded), served from a loop of
+    its own in a thread: callable from inside a running loop, and its handlers' clocks and
+    answers never wait on the caller's loop. Cleaned up on exit."""
+    import asyncio
+
+    from aiohttp import web
+
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    started = threading.Event()
+    port: list[int] = []
+
+    def serve() -> None:
+        loop.run_until_complete(runner.setup())
+        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
+        port.append(int(runner.addresses[0][1]))
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    if not started.wait(10):
+        raise RuntimeError("the loopback app server did not start")
+    try:
+        yield port[0]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+@contextmanager
 def running_sandbox(
     log: Path,
     origins: int,

@@ -3,9 +3,7 @@ first refused batch (a real loopback endpoint, no mocks)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from atlas_pipeline.outbox import (
     sink_for,
     upsert_events,
 )
+from tests.conftest import serving_app
 
 DOCS = [
     {"url": f"https://a.test/{i}", "text_hash": f"h{i % 3}", "fetch_id": f"f{i}",
@@ -61,19 +60,10 @@ def endpoint() -> Iterator[tuple[str, list[list[dict[str, Any]]]]]:
         batches.append((await request.json())["events"])
         return web.json_response({"received": len(batches[-1])})
 
-    loop = asyncio.new_event_loop()
     app = web.Application()
     app.router.add_post("/events", take)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = runner.addresses[0][1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}/events", batches
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
+    with serving_app(app) as port:
+        yield f"http://127.0.0.1:{port}/events", batches
 
 
 def test_http_delivery_stops_at_the_first_refused_batch(

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from aiohttp import web
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
 from atlas_pipeline.records import Document
+from tests.conftest import serving_app
 
 ARTICLE = (
     "<html lang='en'><head><title>Mirror</title></head><body><nav><a href='/a'>a</a>"
@@ -39,19 +38,8 @@ def mirror_site() -> Iterator[int]:
 
     app.router.add_get("/robots.txt", robots)
     app.router.add_get("/{p}", page)
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = runner.addresses[0][1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield port
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
-    loop.run_until_complete(runner.cleanup())
-    loop.close()
+    with serving_app(app) as port:
+        yield port
 
 
 def test_same_bytes_under_two_urls_are_extracted_once(mirror_site: int, tmp_path: Path) -> None:

@@ -6,8 +6,6 @@ benchmark's first run met a page over the parser's CPU limit)."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from aiohttp import web
 
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
+from tests.conftest import serving_app
 
 HOST = "failing.example.test"
 
@@ -53,19 +52,9 @@ def failing_site() -> Iterator[int]:
     app.router.add_get("/robots.txt", robots)
     app.router.add_get("/broken.xml", broken)
     app.router.add_get("/{p:.*}", page)
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port_box.append(runner.addresses[0][1])
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield port_box[0]
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
-    loop.run_until_complete(runner.cleanup())
-    loop.close()
+    with serving_app(app) as port:
+        port_box.append(port)
+        yield port
 
 
 def test_an_unparseable_page_and_an_unreadable_sitemap_cost_only_themselves(

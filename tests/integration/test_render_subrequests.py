@@ -6,7 +6,6 @@ request that left is reported as a record. Real store, real loopback server, no 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from atlas_pipeline.records import FetchRecord
 from atlas_pipeline.render import SubRequest
 from atlas_pipeline.render_fetch import PageContext, SubrequestGate, SubSend
 from atlas_pipeline.robots import RobotsPolicy, RobotsStatus
+from tests.conftest import serving_app
 
 GAP = 0.5
 SITE, CDN, OTHER = "site.example.test", "cdn.example.test", "other.example.test"
@@ -41,36 +41,10 @@ def two_origins() -> Iterator[tuple[int, list[tuple[str, str, float]]]]:
             await asyncio.sleep(1.0)
         return web.json_response({"path": request.path})
 
-    loop = asyncio.new_event_loop()
-    runner: list[web.AppRunner] = []
-    started = threading.Event()
-
-    async def start() -> int:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", any_path)
-        runner.append(web.AppRunner(app))
-        await runner[0].setup()
-        site = web.TCPSite(runner[0], "127.0.0.1", 0)
-        await site.start()
-        return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
-
-    port: list[int] = []
-
-    def serve() -> None:
-        port.append(loop.run_until_complete(start()))
-        started.set()
-        loop.run_forever()
-        loop.run_until_complete(runner[0].cleanup())
-        loop.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert started.wait(10), "the loopback server did not start"
-    try:
-        yield port[0], seen
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", any_path)
+    with serving_app(app) as port:
+        yield port, seen
 
 
 def test_subrequests_are_judged_paced_and_recorded_like_any_request(tmp_path: Path) -> None:

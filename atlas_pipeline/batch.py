@@ -278,7 +278,9 @@ class FetchBatch(RobotsFetching):
             if self.owners is not None:
                 await self._keep_owners(once=True)  # the first claim needs leases to look at
                 keeping = asyncio.create_task(self._keep_owners())
-            async with make_session(self.cfg, self.gate, self._on_sent) as session:
+            async with make_session(
+                self.cfg, self.gate, self._on_sent, self._on_answered
+            ) as session:
                 self.session = session
                 if self.cfg.render.enabled:
                     self.render = RenderStep(self.cfg, self.outcomes.extract_dom,
@@ -634,6 +636,16 @@ class FetchBatch(RobotsFetching):
             task.add_done_callback(self._note_failure)
         # after the push is queued: whoever takes the send lock next reaches the store later
         self._release_send(claim.lease_id)
+
+    def _on_answered(self, claim: Lease | RobotsTask | SubSend) -> None:
+        # politeness.gap_from = answer: the origin had started on the request by the time its
+        # answer began (or it failed), whereas the send says nothing of how long the origin
+        # queued it first; so the next request to it leaves a gap after this, not the send.
+        # The store's clock keeps the send (moving it here would be a write a request): only a
+        # run taking the origin over paces from that.
+        if self.cfg.politeness.gap_from == "answer":
+            now = self.clock()
+            self._sent[claim.origin] = max(self._sent.get(claim.origin, now), now)
 
     async def _push_now(
         self, origin: str, next_eligible_at: float = 0.0, backoff_until: float = 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,18 +72,21 @@ def looks_binary(head: bytes) -> bool:
 
 
 def make_session(
-    cfg: CrawlConfig, gate: EgressGate, on_sent: Callable[[Any], None] | None = None
+    cfg: CrawlConfig,
+    gate: EgressGate,
+    on_sent: Callable[[Any], None] | None = None,
+    on_answered: Callable[[Any], None] | None = None,
 ) -> aiohttp.ClientSession:
     """A session whose every connection goes through the egress gate's pinned resolver.
-    `on_sent(ctx)` runs when a request's headers leave (ctx: fetch's `trace_ctx`)."""
+    `on_sent(ctx)` runs when a request's headers leave, `on_answered(ctx)` when its answer's
+    headers are in or it failed (ctx: fetch's `trace_ctx`)."""
     trace = aiohttp.TraceConfig()
     if on_sent is not None:
-
-        async def headers_sent(_: Any, ctx: Any, __: Any) -> None:
-            if ctx.trace_request_ctx is not None:
-                on_sent(ctx.trace_request_ctx)
-
-        trace.on_request_headers_sent.append(headers_sent)
+        trace.on_request_headers_sent.append(_traced(on_sent))
+    if on_answered is not None:
+        # request_end comes once the status line and headers are read, before the body
+        trace.on_request_end.append(_traced(on_answered))
+        trace.on_request_exception.append(_traced(on_answered))
     connector = aiohttp.TCPConnector(
         resolver=PinnedResolver(gate),
         use_dns_cache=False,
@@ -108,6 +111,16 @@ def make_session(
             sock_read=limits.read_timeout_s,
         ),
     )
+
+
+def _traced(hook: Callable[[Any], None]) -> Callable[[Any, Any, Any], Awaitable[None]]:
+    """An aiohttp trace callback calling `hook` with the request's `trace_request_ctx`."""
+
+    async def call(_: Any, ctx: Any, __: Any) -> None:
+        if ctx.trace_request_ctx is not None:
+            hook(ctx.trace_request_ctx)
+
+    return call
 
 
 async def fetch(

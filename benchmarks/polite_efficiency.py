@@ -9,6 +9,7 @@ slots; the ceiling is the politeness limit itself (sum over origins with eligibl
 1/gap), so 1.0 is the best any polite crawler can do. Target: at least 0.9.
 
     .venv/bin/python benchmarks/polite_efficiency.py [--origins 100] [--pages 30] [--gap 1.0]
+                                                     [--gap-from answer|send]
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def crawl(
     port: int,
     data_dir: Path,
     adaptive_max_gap: float,
+    gap_from: str,
 ) -> dict[str, float]:
     from atlas_pipeline.config import config_from_mapping
     from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
@@ -62,7 +64,7 @@ def crawl(
     cfg = config_from_mapping({
         "seeds": web.seed_urls(), "data_dir": str(data_dir), "shards": 1,
         "politeness": {"min_gap_s": gap, "max_in_flight": 1, "global_concurrency": 2 * origins,
-                       "adaptive_max_gap_s": adaptive_max_gap},
+                       "adaptive_max_gap_s": adaptive_max_gap, "gap_from": gap_from},
         "scope": {"max_depth": 100, "max_pages_per_origin": 10 * pages},
         "limits": {"batch_max_idle_s": 5},
         "resolve": {h: "127.0.0.1" for h in web.hosts}, "resolve_only": True,
@@ -119,13 +121,19 @@ def main() -> None:
                          "on a small machine (the scheduler is what is measured)")  # fmt: skip
     ap.add_argument("--adaptive-max-gap", type=float, default=60.0,
                     help="politeness.adaptive_max_gap_s (0 turns AIMD pacing off)")  # fmt: skip
+    ap.add_argument(
+        "--gap-from",
+        choices=["answer", "send"],
+        default="answer",
+        help="politeness.gap_from: the gap runs from each answer or each send",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "requests.jsonl"
         proc, port = start_web(args.origins, args.pages, args.page_kb, log)
         try:
             info = crawl(args.origins, args.pages, args.page_kb, args.gap, port,
-                         Path(tmp) / "data", args.adaptive_max_gap)  # fmt: skip
+                         Path(tmp) / "data", args.adaptive_max_gap, args.gap_from)  # fmt: skip
             time.sleep(0.5)  # the server writes each entry after its response
             gaps = {k: v for k, v in info.items() if "://" in k}
             eff, requests, slots, short = efficiency(log, gaps)
@@ -134,7 +142,7 @@ def main() -> None:
             proc.wait(10)
     print(f"Polite-mode efficiency: {args.origins} origins at 1 request per {args.gap:g} s "
           f"(one in flight), {args.pages} pages of {args.page_kb[0]}-{args.page_kb[1]} KB each, "
-          "one fetch batch")  # fmt: skip
+          f"one fetch batch, gap from each {args.gap_from}")  # fmt: skip
     print(f"  requests (robots.txt included)   {requests}")
     print(f"  politeness ceiling (slots)       {slots:.0f}")
     print(f"  achieved requests/s              {requests / info['batch_s']:.1f} "

@@ -120,24 +120,44 @@ def _delayed(url: str, shard: int, seconds: float, links: int, batch: int,
     worker(url, shard, start + seconds, links, batch, out)
 
 
-def backends(tmp: Path) -> list[tuple[str, object]]:
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+class PgSchemas:
+    """A fresh schema of the test database per measurement (`url`), all dropped by `drop`,
+    so runs leave nothing behind in the database."""
+
+    def __init__(self) -> None:
+        self.made: list[str] = []
+
+    def url(self, tag: str) -> str:
+        import psycopg
+
+        schema = f"atlas_bench_{tag}_{uuid.uuid4().hex[:6]}"
+        with psycopg.connect(PG, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        self.made.append(schema)
+        return f"{PG}?options=-csearch_path%3D{schema}"
+
+    def drop(self) -> None:
+        import psycopg
+
+        with psycopg.connect(PG, autocommit=True) as conn:
+            for schema in self.made:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        self.made.clear()
+
+
+def backends(tmp: Path, schemas: PgSchemas) -> list[tuple[str, object]]:
     import psycopg
 
-    pg = "postgresql://postgres@127.0.0.1:5432/test"
     out: list[tuple[str, object]] = [("sqlite", lambda tag: f"sqlite:///{tmp / tag}.db")]
     try:
-        psycopg.connect(pg, connect_timeout=3).close()
+        psycopg.connect(PG, connect_timeout=3).close()
     except psycopg.Error as exc:
-        print(f"(PostgreSQL not reachable at {pg}: {exc}; run scripts/ensure_postgres.sh)")
+        print(f"(PostgreSQL not reachable at {PG}: {exc}; run scripts/ensure_postgres.sh)")
         return out
-
-    def pg_url(tag: str) -> str:
-        schema = f"atlas_bench_{tag}_{uuid.uuid4().hex[:6]}"
-        with psycopg.connect(pg, autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-        return f"{pg}?options=-csearch_path%3D{schema}"
-
-    out.append(("postgresql", pg_url))
+    out.append(("postgresql", schemas.url))
     return out
 
 
@@ -154,13 +174,22 @@ def main() -> None:
     ap.add_argument("--backend", choices=("sqlite", "postgresql"), default=None,
                     help="measure one backend only")  # fmt: skip
     args = ap.parse_args()
+    schemas = PgSchemas()
+    try:
+        run(args, schemas)
+    finally:
+        if schemas.made:
+            schemas.drop()
+
+
+def run(args: argparse.Namespace, schemas: PgSchemas) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print(f"Coordination store: claim+commit pairs/s, {args.origins} origins x "
               f"{args.urls_per_origin} URLs, gap 0, {args.links} new links a commit, "
               f"{args.seconds:.0f} s per measurement, workers are processes")  # fmt: skip
         print(f"{'backend':<12}{'shards':>7}{'batch':>6}{'1 worker':>10}"
               f"{f'{args.workers} workers':>12}{'scaling':>9}{'vs 2000/s':>11}")  # fmt: skip
-        for name, make_url in backends(Path(tmp)):
+        for name, make_url in backends(Path(tmp), schemas):
             if args.backend not in (None, name):
                 continue
             for shards in sorted({1, args.shards}):

@@ -9,6 +9,8 @@ import queue
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import load_benchmark
 
 
@@ -29,3 +31,30 @@ def test_the_store_benchmark_claims_and_commits_through_the_store(tmp_path: Path
         assert any(r["depth"] == 1 for r in store.url_rows(0))  # and its links were admitted
     finally:
         store.close()
+
+
+def test_the_store_benchmark_drops_the_postgres_schemas_it_made() -> None:
+    """It once left one schema per measurement in the test database, run after run."""
+    import psycopg
+
+    from tests.conftest import postgres_available
+
+    why = postgres_available()
+    if why:
+        pytest.skip(why)
+    bench = load_benchmark("store_throughput")
+    schemas = bench.PgSchemas()
+    url = schemas.url("w1b8s1")
+    bench.prepare(url, origins=2, urls_per_origin=3, shards=1)
+    made = list(schemas.made)
+
+    def present() -> list[str]:
+        with psycopg.connect(bench.PG) as conn:
+            rows = conn.execute(
+                "SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)", (made,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    assert len(made) == 1 and present() == made
+    schemas.drop()
+    assert present() == [] and schemas.made == []

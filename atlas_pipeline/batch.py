@@ -210,8 +210,8 @@ class FetchBatch(RobotsFetching):
         self._io: ThreadPoolExecutor | None = None  # body-store reads and writes
         self._background: set[asyncio.Task[None]] = set()  # clock pushes from trace callbacks
         # The send gate (politeness.send_delay): what this batch knows of each origin's last
-        # send and of backoffs learnt after claims; one request per gapped origin at a time
-        # between passing the gate and its headers leaving.
+        # send (or answer: politeness.gap_from) and of backoffs learnt after claims; one
+        # request per gapped origin at a time between passing the gate and its headers leaving.
         self._sent: dict[str, float] = {}
         self._backoffs: dict[str, float] = {}
         self._send_locks: dict[str, asyncio.Lock] = {}
@@ -347,8 +347,9 @@ class FetchBatch(RobotsFetching):
     async def _send_turn(self, origin: str, gap_s: float, key: str,
                          deadline: float) -> Callable[[], None] | None:  # fmt: skip
         """The origin's send lock, as a claim's `_clear_to_send` takes it, once `gap_s` has
-        passed since this batch's last send to it; `_on_sent` gives it back when the request
-        leaves (the returned release, if it never does). None when that is past `deadline`."""
+        passed since this batch's last send to it (or answer); `_on_sent` gives it back when
+        the request leaves (the returned release, if it never does). None when that is past
+        `deadline`."""
         lock = self._send_locks.setdefault(origin, asyncio.Lock())
         try:
             await asyncio.wait_for(lock.acquire(), max(deadline - self.clock(), 0.0))
@@ -554,10 +555,19 @@ class FetchBatch(RobotsFetching):
         self, now: float, room: int
     ) -> list[Lease | RobotsTask] | Wait | Drained | None:
         finished, self._finished = self._finished, []
+        # clocks first: a slot given back with this claim must not be claimable sooner than
+        # its answer's clock says (_on_answered queued it before the request finished)
+        pushes, self._pushes = self._pushes, {}
         try:
+            if pushes:
+                await self._off(self.store.push_origin_clocks,
+                                [(o, t, b) for o, (t, b) in pushes.items()])  # fmt: skip
+                pushes = {}
             return await self._off(self.store.claim_batch, self.cycle, self.shard, now,
                                    self.cfg.robots_token, self.cfg.lease_s, room, finished)  # fmt: skip
         except StoreUnavailable as exc:
+            for origin, (t, b) in pushes.items():
+                self._push_clock(origin, t, b)
             self._finished = finished + self._finished
             self.outage.failed(exc)
             return None
@@ -566,9 +576,16 @@ class FetchBatch(RobotsFetching):
         if not self._finished:
             return
         finished, self._finished = self._finished, []
+        pushes, self._pushes = self._pushes, {}  # before the slots: as in _claim
         try:
+            if pushes:
+                await self._off(self.store.push_origin_clocks,
+                                [(o, t, b) for o, (t, b) in pushes.items()])  # fmt: skip
+                pushes = {}
             await self._off(self.store.release_slots, finished)
         except StoreUnavailable as exc:
+            for origin, (t, b) in pushes.items():
+                self._push_clock(origin, t, b)
             self._finished = finished + self._finished
             self.outage.failed(exc)
 
@@ -639,13 +656,17 @@ class FetchBatch(RobotsFetching):
 
     def _on_answered(self, claim: Lease | RobotsTask | SubSend) -> None:
         # politeness.gap_from = answer: the origin had started on the request by the time its
-        # answer began (or it failed), whereas the send says nothing of how long the origin
-        # queued it first; so the next request to it leaves a gap after this, not the send.
-        # The store's clock keeps the send (moving it here would be a write a request): only a
-        # run taking the origin over paces from that.
-        if self.cfg.politeness.gap_from == "answer":
-            now = self.clock()
-            self._sent[claim.origin] = max(self._sent.get(claim.origin, now), now)
+        # answer began, whereas the send says nothing of how long the origin queued it first;
+        # so the next request to it leaves a gap after this, not after the send. A failure
+        # counts too (late, so on the safe side). The store's clock moves with it, before the
+        # request's slot goes back (_claim), so no run claims the origin sooner either; the
+        # robots fetch moves it itself.
+        if self.cfg.politeness.gap_from != "answer":
+            return
+        now = self.clock()
+        self._sent[claim.origin] = max(self._sent.get(claim.origin, now), now)
+        if claim.gap_s > 0 and not isinstance(claim, RobotsTask):
+            self._push_clock(claim.origin, now + claim.gap_s)
 
     async def _push_now(
         self, origin: str, next_eligible_at: float = 0.0, backoff_until: float = 0.0
@@ -683,8 +704,11 @@ class FetchBatch(RobotsFetching):
 
     def _not_sent(self, lease: Lease) -> Outcome:
         """The URL goes back untried, due when the origin's backoff ends."""
-        until = max(self._backoffs.get(lease.origin, 0.0), self.clock())
-        detail = "not sent: a backoff learnt after the claim outlasts the lease"
+        now = self.clock()
+        until = max(self._backoffs.get(lease.origin, 0.0), now)
+        # several in flight: a slow answer to another request can hold the gap's start too
+        what = "a backoff learnt after the claim" if until > now else "the origin's gap"
+        detail = f"not sent: {what} outlasts the lease"
         return self._untried(lease, Reason.DEFERRED_BACKOFF, detail, until)
 
     def _untried(self, lease: Lease, reason: Reason, detail: str, until: float) -> Outcome:

@@ -56,7 +56,7 @@ class Politeness(_Section):
     global_concurrency: int = Field(d.GLOBAL_CONCURRENCY, ge=1, le=4096)
     """Most requests in flight in one fetch batch, all origins together."""
     gap_from: Literal["answer", "send"] = "answer"
-    """Where the gap starts: the previous request's answer (the origin surely began it) or its send (faster, but an origin that queued it sees the next one sooner)."""
+    """Where the gap starts: the previous request's answer or failure (the origin had begun it by its answer) or its send (faster, but an origin that queued it sees the next one sooner)."""
     gap_guard_s: float = Field(d.GAP_GUARD_S, ge=0, le=1)
     """Added to every non-zero gap, because a request reaches the origin a little after its claim."""
     crawl_delay_cap_s: float = Field(d.CRAWL_DELAY_CAP_S, ge=0)

@@ -42,10 +42,10 @@ RobotsLookup = Callable[[str, float], Awaitable[RobotsPolicy | None]]
 Reserve = Callable[[str, int, float, float], Awaitable[tuple[float, float, str | None]]]
 Release = Callable[[str], Awaitable[None]]
 # The origin's send turn: (origin, gap, key, deadline) -> wait until this process may send to
-# it (no other request of the process about to leave, the gap since its last send kept) and
-# hold the turn until the request with trace context `lease_id == key` leaves (the session's
-# `on_sent` gives it back) or the returned release is called; None, holding nothing, when
-# that wait would pass the deadline.
+# it (no other request of the process about to leave, the gap since its last send or answer
+# kept) and hold the turn until the request with trace context `lease_id == key` leaves (the
+# session's `on_sent` gives it back) or the returned release is called; None, holding
+# nothing, when that wait would pass the deadline.
 Turn = Callable[[str, float, str, float], Awaitable[Callable[[], None] | None]]
 
 
@@ -118,7 +118,7 @@ class SubrequestGate:
             # leave together after waiting on one connection), then the store's slot, held in
             # flight for every run to count until the answer is in (or the page's time is up).
             # The turn is held until the request leaves, and waits out the gap from the last
-            # send; a gap learnt only now from the store means one more turn with the right one.
+            # send (or answer); a gap learnt only now from the store means one more turn with the right one.
             while True:
                 known = self._gaps.get(origin, 0.0)
                 release = await self._turn(origin, known, key, page.deadline)

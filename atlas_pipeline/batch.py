@@ -520,14 +520,9 @@ class FetchBatch(RobotsFetching):
         puts back what it could not deliver."""
         if now < self.outage.retry_at:
             return False
-        pushes: dict[str, tuple[float, float]] = {}
         spool: list[tuple[Lease, Outcome, asyncio.Future[bool]]] = []
         try:
-            if self._pushes:
-                pushes, self._pushes = self._pushes, {}
-                await self._off(self.store.push_origin_clocks,
-                                [(o, t, b) for o, (t, b) in pushes.items()])  # fmt: skip
-                pushes = {}
+            await self._deliver_pushes()
             if self._spool and (len(self._spool) >= d.COMMIT_GROUP
                                 or now >= self._spool_since + d.COMMIT_WINDOW_S):  # fmt: skip
                 spool, self._spool = self._spool, []
@@ -542,8 +537,6 @@ class FetchBatch(RobotsFetching):
                 await self._off(self.store.sweep, now)
                 self._last_sweep = now
         except StoreUnavailable as exc:
-            for origin, (t, b) in pushes.items():
-                self._push_clock(origin, t, b)
             self._spool = spool + self._spool
             self.stats.max_held = max(self.stats.max_held, len(self._spool))
             self.outage.failed(exc)
@@ -555,19 +548,13 @@ class FetchBatch(RobotsFetching):
         self, now: float, room: int
     ) -> list[Lease | RobotsTask] | Wait | Drained | None:
         finished, self._finished = self._finished, []
-        # clocks first: a slot given back with this claim must not be claimable sooner than
-        # its answer's clock says (_on_answered queued it before the request finished)
-        pushes, self._pushes = self._pushes, {}
         try:
-            if pushes:
-                await self._off(self.store.push_origin_clocks,
-                                [(o, t, b) for o, (t, b) in pushes.items()])  # fmt: skip
-                pushes = {}
+            # clocks first: a slot given back with this claim must not be claimable sooner
+            # than its answer's clock says (_on_answered queued it before the request ended)
+            await self._deliver_pushes()
             return await self._off(self.store.claim_batch, self.cycle, self.shard, now,
                                    self.cfg.robots_token, self.cfg.lease_s, room, finished)  # fmt: skip
         except StoreUnavailable as exc:
-            for origin, (t, b) in pushes.items():
-                self._push_clock(origin, t, b)
             self._finished = finished + self._finished
             self.outage.failed(exc)
             return None
@@ -576,18 +563,26 @@ class FetchBatch(RobotsFetching):
         if not self._finished:
             return
         finished, self._finished = self._finished, []
-        pushes, self._pushes = self._pushes, {}  # before the slots: as in _claim
         try:
-            if pushes:
-                await self._off(self.store.push_origin_clocks,
-                                [(o, t, b) for o, (t, b) in pushes.items()])  # fmt: skip
-                pushes = {}
+            await self._deliver_pushes()  # before the slots: as in _claim
             await self._off(self.store.release_slots, finished)
         except StoreUnavailable as exc:
-            for origin, (t, b) in pushes.items():
-                self._push_clock(origin, t, b)
             self._finished = finished + self._finished
             self.outage.failed(exc)
+
+    async def _deliver_pushes(self) -> None:
+        """Hand the store the clock pushes owed; on StoreUnavailable they stay owed (merged
+        with any queued meanwhile) and the error goes to the caller."""
+        if not self._pushes:
+            return
+        pushes, self._pushes = self._pushes, {}
+        try:
+            await self._off(self.store.push_origin_clocks,
+                            [(o, t, b) for o, (t, b) in pushes.items()])  # fmt: skip
+        except StoreUnavailable:
+            for origin, (t, b) in pushes.items():
+                self._push_clock(origin, t, b)
+            raise
 
     def _push_clock(
         self, origin: str, next_eligible_at: float = 0.0, backoff_until: float = 0.0

@@ -27,8 +27,9 @@ def send_delay(now: float, last_sent: float | None, gap_s: float, backoff_until:
 
     The gap is a promise about what the origin sees, so it runs from the previous request's
     actual send, or the start of its answer (`last_sent`, as politeness.gap_from says), not
-    from the claims: a request that left late holds the next one back by as much. A backoff learnt after the claim (a 429 or 503 with Retry-After
-    that answered another request in flight) is waited out too. A gap of 0 spaces nothing."""
+    from the claims: a request that left late holds the next one back by as much. A backoff
+    learnt after the claim (a 429 or 503 with Retry-After that answered another request in
+    flight) is waited out too. A gap of 0 spaces nothing."""
     after_gap = last_sent + gap_s if gap_s > 0 and last_sent is not None else now
     return max(0.0, after_gap - now, backoff_until - now)
 

@@ -118,7 +118,8 @@ class SubrequestGate:
             # leave together after waiting on one connection), then the store's slot, held in
             # flight for every run to count until the answer is in (or the page's time is up).
             # The turn is held until the request leaves, and waits out the gap from the last
-            # send (or answer); a gap learnt only now from the store means one more turn with the right one.
+            # send (or answer); a gap learnt only now from the store means one more turn with
+            # the right one.
             while True:
                 known = self._gaps.get(origin, 0.0)
                 release = await self._turn(origin, known, key, page.deadline)

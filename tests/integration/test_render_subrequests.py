@@ -86,13 +86,17 @@ def test_subrequests_are_judged_paced_and_recorded_like_any_request(tmp_path: Pa
                     await asyncio.sleep(wait)
                 return lambda: held.pop(key).release() if key in held else None
 
-            def on_sent(ctx: SubSend) -> None:  # as the batch's: the gap runs from the send
+            def on_sent(ctx: SubSend) -> None:  # as the batch's
                 ctx.sent_at = last_sent[ctx.origin] = time.time()
                 store.push_origin_clocks([(ctx.origin, ctx.sent_at + ctx.gap_s, 0.0)])
                 if ctx.lease_id in held:
                     held.pop(ctx.lease_id).release()
 
-            async with make_session(cfg, gate, on_sent) as session:
+            def on_answered(ctx: SubSend) -> None:  # as the batch's: gap_from = answer
+                now = last_sent[ctx.origin] = time.time()
+                store.push_origin_clocks([(ctx.origin, now + ctx.gap_s, 0.0)])
+
+            async with make_session(cfg, gate, on_sent, on_answered) as session:
                 sub = SubrequestGate(cfg, session, gate, robots, reserve, release, turn,
                                      time.time, records.append)  # fmt: skip
                 page = PageContext(f"{site}/page", time.time() + 10)

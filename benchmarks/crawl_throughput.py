@@ -250,11 +250,13 @@ def start_server(origins: int, pages: int) -> tuple[subprocess.Popen[str], int, 
 # ---------------------------------------------------------------------------- contenders
 
 
-def _measure_start() -> tuple[float, float, float]:
+def _measure_start() -> tuple[float, float, float, float, float]:
     return (
         time.perf_counter(),
         _rusage_cpu(resource.RUSAGE_SELF),
         _rusage_cpu(resource.RUSAGE_CHILDREN),
+        resource.getrusage(resource.RUSAGE_SELF).ru_stime,
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime,
     )
 
 
@@ -274,10 +276,10 @@ def _workers_hwm_mib(pids: list[int]) -> float:
     return total
 
 
-def _measure_end(start: tuple[float, float, float]) -> dict[str, Any]:
+def _measure_end(start: tuple[float, float, float, float, float]) -> dict[str, Any]:
     import multiprocessing
 
-    wall0, self0, kids0 = start
+    wall0, self0, kids0, sys_self0, sys_kids0 = start
     wall = time.perf_counter() - wall0
     stray = [p.pid for p in multiprocessing.active_children()]
     me = resource.getrusage(resource.RUSAGE_SELF)
@@ -289,6 +291,9 @@ def _measure_end(start: tuple[float, float, float]) -> dict[str, Any]:
         "cpu_self_s": cpu_self,
         "cpu_children_s": cpu_kids,
         "cpu_s": cpu_self + cpu_kids,
+        # the kernel's share (system time): file and socket work, page faults
+        "sys_self_s": me.ru_stime - sys_self0,
+        "sys_children_s": kids.ru_stime - sys_kids0,
         "rss_mib": me.ru_maxrss / _MIB,
         "children_rss_mib": kids.ru_maxrss / _MIB,
         "unjoined_children": stray,
@@ -546,6 +551,8 @@ def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
         "cpu_self_s": r["cpu_self_s"],
         "cpu_children_s": r["cpu_children_s"],
         "cpu_s_per_page": _per_page(r["cpu_s"], pages),
+        "sys_self_s": r.get("sys_self_s", float("nan")),
+        "sys_children_s": r.get("sys_children_s", float("nan")),
         "rss_mib": r["rss_mib"],
         "children_rss_mib": r["children_rss_mib"],
         "workers_hwm_mib": r.get("workers_hwm_mib", float("nan")),
@@ -632,7 +639,8 @@ def print_table(report: dict[str, Any]) -> None:
     for row in report["results"]:
         print(
             f"{row['contender']}: CPU {row['cpu_self_s']:.2f} s main + "
-            f"{row['cpu_children_s']:.2f} s workers; {row['requests']} page requests + "
+            f"{row['cpu_children_s']:.2f} s workers (kernel: {row['sys_self_s']:.2f} s main, "
+            f"{row['sys_children_s']:.2f} s workers); {row['requests']} page requests + "
             f"{row['robots_requests']} robots.txt; whole process incl. start-up/imports "
             f"{row['process_seconds']:.2f} s wall, {row['process_cpu_s']:.2f} s CPU"
         )

@@ -4,6 +4,10 @@
     .venv/bin/python benchmarks/crawl_throughput.py --quick    # 10 x 30 smoke run
     .venv/bin/python benchmarks/crawl_throughput.py --json     # machine-readable results
     .venv/bin/python benchmarks/crawl_throughput.py --profile  # + cProfile of the Atlas run
+    .venv/bin/python benchmarks/crawl_throughput.py --repeat 3 # medians of 3 alternating rounds
+
+One round's CPU per page moves by +-4% from run to run on this machine kind (the same code,
+back to back: 12.07 to 12.69 ms); a change smaller than that needs --repeat to be seen.
 
 Three kinds of process, all started from this file:
 
@@ -622,9 +626,23 @@ def print_table(report: dict[str, Any]) -> None:
             f"{row['rss_mib']:>8.1f} {row['children_rss_mib']:>10.1f} {row['server_cpu_s']:>10.2f} "
             f"{row['other_cpu_s']:>12.2f}"
         )
+    rounds = report.get("rounds", [])
+    if len(rounds) > 1:
+        print(
+            f"(each row: the median of {len(rounds)} rounds; contenders alternate who runs first)"
+        )
+        for i, rd in enumerate(rounds, 1):
+            a_, b_ = rd["atlas"], rd["baseline"]
+            print(
+                f"  round {i}: atlas {a_['pages_per_s']:.1f} pages/s, "
+                f"{a_['cpu_s_per_page'] * 1000:.2f} ms/page; baseline {b_['pages_per_s']:.1f} "
+                f"pages/s, {b_['cpu_s_per_page'] * 1000:.2f} ms/page; ratios "
+                f"{rd['pages_per_s_ratio']:.2f}x pages/s, {rd['cpu_s_per_page_ratio']:.2f}x CPU/page"
+                f" (other CPU {a_['other_cpu_s']:.1f} / {b_['other_cpu_s']:.1f} s)"
+            )
     print()
     ra = report["ratios"]
-    print("Atlas / baseline:")
+    print("Atlas / baseline (medians):" if len(rounds) > 1 else "Atlas / baseline:")
     print(f"  wall seconds      {ra['seconds']:.2f}x")
     print(f"  pages/s           {ra['pages_per_s']:.2f}x")
     print(f"  CPU s/page        {ra['cpu_s_per_page']:.2f}x")
@@ -677,6 +695,35 @@ def print_table(report: dict[str, Any]) -> None:
         print("WARNING: the Atlas run was profiled (cProfile); its timings are inflated.")
 
 
+ROUND_KEYS = ("seconds", "pages_per_s", "cpu_s_per_page", "rss_mib", "other_cpu_s")
+
+
+def round_order(i: int) -> tuple[str, str]:
+    """Who runs first in round `i`: the contenders alternate, so a drift of the machine
+    over the rounds (page cache, thermal, a neighbour) weighs on both alike."""
+    return ("atlas", "baseline") if i % 2 == 0 else ("baseline", "atlas")
+
+
+def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One contender's rounds as one row: every number the median of its rounds (a run
+    disturbed by the machine moves the median little, where a mean moves with it); what is
+    not a number (per-thread CPU, outcomes) is that of the round with the median CPU per
+    page."""
+    import statistics
+
+    by_cpu = sorted(rows, key=lambda r: r["cpu_s_per_page"])
+    out = dict(by_cpu[(len(by_cpu) - 1) // 2])
+    for key, value in rows[0].items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):  # counts stay whole: the lower middle round's
+            out[key] = statistics.median_low(r[key] for r in rows)
+        elif isinstance(value, float):
+            out[key] = statistics.median(r[key] for r in rows)
+    out["rounds"] = len(rows)
+    return out
+
+
 def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
@@ -694,11 +741,13 @@ def main_parent(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory(prefix="atlas-bench-urls-") as tmp:
             urls_file = Path(tmp) / "urls.json"
             urls_file.write_text(json.dumps(oracle))
-            log(f"{len(oracle)} reachable pages; running Atlas ...")
-            atlas = spawn_contender("atlas", args, port, urls_file, server.pid)
-            log(f"Atlas: {atlas['pages']} pages in {atlas['seconds']:.1f} s; running baseline ...")
-            base = spawn_contender("baseline", args, port, urls_file, server.pid)
-            log(f"baseline: {base['pages']} pages in {base['seconds']:.1f} s")
+            log(f"{len(oracle)} reachable pages; {args.repeat} round(s) of both contenders")
+            runs: dict[str, list[dict[str, Any]]] = {"atlas": [], "baseline": []}
+            for i in range(args.repeat):
+                for name in round_order(i):
+                    r = spawn_contender(name, args, port, urls_file, server.pid)
+                    log(f"round {i + 1}, {name}: {r['pages']} pages in {r['seconds']:.1f} s")
+                    runs[name].append(r)
     finally:
         server.terminate()
         try:
@@ -706,8 +755,13 @@ def main_parent(args: argparse.Namespace) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-    atlas_urls = set(atlas.pop("urls"))
-    rows = [summarize("atlas", atlas), summarize("baseline", base)]
+    # every Atlas round must fetch the oracle's set: what any round missed or added is shown
+    expected = set(oracle)
+    url_sets = [set(r.pop("urls")) for r in runs["atlas"]]
+    missing = set().union(*(expected - u for u in url_sets))
+    extra = set().union(*(u - expected for u in url_sets))
+    by_run = {name: [summarize(name, r) for r in rs] for name, rs in runs.items()}
+    rows = [median_row(by_run["atlas"]), median_row(by_run["baseline"])]
     a, b = rows
     report = {
         "config": {
@@ -723,12 +777,21 @@ def main_parent(args: argparse.Namespace) -> None:
         "server": info,
         "url_set": {
             "size": len(oracle),
-            "atlas_matches": atlas_urls == set(oracle),
-            "atlas_missing": len(set(oracle) - atlas_urls),
-            "atlas_extra": len(atlas_urls - set(oracle)),
-            "atlas_missing_sample": sorted(set(oracle) - atlas_urls)[:5],
+            "atlas_matches": not missing and not extra,
+            "atlas_missing": len(missing),
+            "atlas_extra": len(extra),
+            "atlas_missing_sample": sorted(missing)[:5],
         },
         "results": rows,
+        "rounds": [
+            {
+                "atlas": {k: a_[k] for k in ROUND_KEYS},
+                "baseline": {k: b_[k] for k in ROUND_KEYS},
+                "pages_per_s_ratio": _ratio(a_["pages_per_s"], b_["pages_per_s"]),
+                "cpu_s_per_page_ratio": _ratio(a_["cpu_s_per_page"], b_["cpu_s_per_page"]),
+            }
+            for a_, b_ in zip(by_run["atlas"], by_run["baseline"], strict=True)
+        ],
         "ratios": {
             k: _ratio(a[k], b[k])
             for k in (
@@ -756,6 +819,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="print machine-readable results only")
     p.add_argument("--concurrency", type=int, default=CONCURRENCY, help="requests in flight")
     p.add_argument("--workers", type=int, default=0, help="extraction processes; 0 = cores")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds of both contenders (alternating who runs first); the table "
+                   "shows each number's median")  # fmt: skip
     p.add_argument("--profile", action="store_true", help="cProfile the Atlas run (stderr)")
     p.add_argument("--profile-top", type=int, default=25, help=argparse.SUPPRESS)
     # inner modes
@@ -766,6 +832,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.origins, args.pages = QUICK
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1, not {args.repeat}")
     return args
 
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from .bodies import Bodies, BodyStore
 from .parsing import parse_page
-from .render_policy import words
 
 
 class KeepFailed(Exception):
@@ -27,15 +26,12 @@ class KeepFailed(Exception):
 @dataclass(frozen=True, slots=True)
 class Keep:
     """Where and how a worker keeps what it parsed. `key` is `bodies.digest(body)`; with
-    `words`, a page with a script element answers its text's word count (the render lane's
-    measure of the raw HTML) under extraction["words"]. The text itself is never sent back:
-    pickling tens of kB a page to the batch's process, only to count them there, cost the
-    batch more than counting costs the worker."""
+    `with_text` the text is sent back as well (the render lane counts its words)."""
 
     root: str
     key: str
     version: str
-    words: bool = False
+    with_text: bool = False
 
 
 def keep_root(bodies: Bodies) -> str | None:
@@ -85,8 +81,7 @@ def parse_kept(
     else:
         extraction = cached
     extraction = {**extraction, "text_chars": text_chars(extraction)}
-    text = extraction.pop("text")
-    if keep.words and out["has_script"]:
-        extraction["words"] = words(text)
+    if not keep.with_text:
+        extraction.pop("text")
     out["extraction"] = extraction
     return out

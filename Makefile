@@ -8,10 +8,9 @@ STAMP := $(VENV)/.installed
 # Tests marked `timing` assert wall-clock behaviour under load (callback times, renders, lease
 # renewals): they run after the rest, one at a time. Both parts run; either failing fails.
 # `sync` between them, so the timing part starts with the first part's writes (lakes, bodies,
-# WAL) flushed: twice on one machine, test_loop_never_blocks saw one callback held 244 and
-# 337 ms off the run queue after the first part, never in the timing part run alone. The
-# suspect (not proven): with the page cache full of dirty pages, a thread that writes or
-# needs a fresh page of memory waits for writeback.
+# WAL) flushed rather than flushing under it: it costs seconds. (Added for a failure of
+# test_loop_never_blocks that it did not cure; that failure went away with the change that
+# preceded it, taken back in f55523c.)
 TEST_PROCESSES ?= 4
 
 .PHONY: install demo test lint typecheck web clean

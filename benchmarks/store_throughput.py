@@ -9,6 +9,12 @@ batch's store pump does; batch 1 (one claim, one commit per page) is the baselin
 --shards N the origins are spread over N shards and worker i drains shard i mod N (runs of
 different partitions), besides the one-shard case (runs cooperating on one partition).
 
+Each row also says where the CPU went: the workers' own CPU per pair and the whole machine's
+(from /proc/stat over the timed window; with the database server on this machine, the rest is
+its share), and the ceiling: how far the machine lets one worker's figure scale at the same
+CPU per pair. On 2 cores with PostgreSQL beside the workers, one worker already keeps about
+one core busy, so no store can show 4x there; the CPU per pair is what a change can move.
+
     python benchmarks/store_throughput.py [--workers 16] [--seconds 8] [--links 10] [--batch 8]
                                           [--shards 16] [--backend postgresql]
 """
@@ -20,6 +26,7 @@ import multiprocessing
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 CYCLE, TOKEN = "c0001", "AtlasBot"
@@ -60,6 +67,7 @@ def worker(url: str, shard: int, deadline: float, links: int, batch: int,
 
     store = _store(url)
     pairs = 0
+    cpu = time.process_time()
     finished: list[tuple[str, int]] = []
     while time.time() < deadline:
         now = time.time()
@@ -86,11 +94,55 @@ def worker(url: str, shard: int, deadline: float, links: int, batch: int,
                                   links=[({"href": c.url, "reason": None}, c) for c in new])  # fmt: skip
                 results.append((claim, outcome))
         pairs += sum(store.commit_batch(results, CYCLE, time.time()))
+    cpu = time.process_time() - cpu
     store.close()
-    out.put(pairs)
+    out.put((pairs, cpu))
 
 
-def measure(url: str, workers: int, shards: int, seconds: float, links: int, batch: int) -> float:
+@dataclass(frozen=True)
+class Measured:
+    """One measurement: pairs/s, the workers' own CPU and the whole machine's busy CPU over the
+    timed window (the PostgreSQL server's share is the difference when it runs here)."""
+
+    pairs: int
+    seconds: float
+    client_cpu_s: float
+    machine_cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.pairs / self.seconds
+
+    @property
+    def busy_cores(self) -> float:
+        return self.machine_cpu_s / self.seconds
+
+    def ms_per_pair(self, cpu_s: float) -> float:
+        return 1000.0 * cpu_s / self.pairs if self.pairs else float("nan")
+
+
+def busy_seconds(stat_line: str, ticks_per_s: float) -> float:
+    """CPU seconds the machine spent busy, from the `cpu` line of /proc/stat: every field but
+    idle and iowait (guest time is already inside user and nice, so it is not added twice)."""
+    fields = [int(v) for v in stat_line.split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+    return busy / ticks_per_s
+
+
+def machine_busy() -> float:
+    """Busy CPU seconds of this machine so far (0.0 where there is no /proc/stat)."""
+    import os
+
+    try:
+        with open("/proc/stat") as f:
+            line = f.readline()
+    except OSError:
+        return 0.0
+    return busy_seconds(line, float(os.sysconf("SC_CLK_TCK")))
+
+
+def measure(url: str, workers: int, shards: int, seconds: float, links: int,
+            batch: int) -> Measured:  # fmt: skip
     ctx = multiprocessing.get_context("spawn")
     out, ready, go = ctx.Queue(), ctx.Queue(), ctx.Queue()
     procs = [
@@ -104,10 +156,14 @@ def measure(url: str, workers: int, shards: int, seconds: float, links: int, bat
     start = time.time() + 0.2
     for _ in procs:
         go.put(start)
-    total = sum(out.get() for _ in procs)
+    time.sleep(max(0.0, start - time.time()))
+    busy = machine_busy()
+    time.sleep(max(0.0, start + seconds - time.time()))
+    busy = machine_busy() - busy
+    got = [out.get() for _ in procs]
     for p in procs:
         p.join()
-    return total / seconds
+    return Measured(sum(n for n, _ in got), seconds, sum(c for _, c in got), busy)
 
 
 def _delayed(url: str, shard: int, seconds: float, links: int, batch: int,
@@ -183,27 +239,44 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, schemas: PgSchemas) -> None:
+    import os
+
+    cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
         print(f"Coordination store: claim+commit pairs/s, {args.origins} origins x "
               f"{args.urls_per_origin} URLs, gap 0, {args.links} new links a commit, "
-              f"{args.seconds:.0f} s per measurement, workers are processes")  # fmt: skip
+              f"{args.seconds:.0f} s per measurement, workers are processes, {cores} cores")  # fmt: skip
+        print("CPU ms/pair: the workers' own, then the whole machine's (the rest is the "
+              "database server's where it runs here); ceiling: the scaling this machine allows "
+              "at one worker's CPU per pair (cores / cores busy with one worker)")  # fmt: skip
         print(f"{'backend':<12}{'shards':>7}{'batch':>6}{'1 worker':>10}"
-              f"{f'{args.workers} workers':>12}{'scaling':>9}{'vs 2000/s':>11}")  # fmt: skip
+              f"{f'{args.workers} workers':>12}{'scaling':>9}{'vs 2000/s':>11}"
+              f"{'cores busy':>12}{'CPU ms/pair 1w':>17}{f'{args.workers}w':>13}"
+              f"{'ceiling':>9}")  # fmt: skip
         for name, make_url in backends(Path(tmp), schemas):
             if args.backend not in (None, name):
                 continue
             for shards in sorted({1, args.shards}):
                 for batch in (1, args.batch):
-                    rates = []
+                    got = []
                     for n in (1, args.workers):
                         url = make_url(f"w{n}b{batch}s{shards}")  # type: ignore[operator]
                         prepare(url, args.origins, args.urls_per_origin, shards)
                         # one worker drains one shard: the baseline of the same layout
-                        rates.append(measure(url, n, shards if n > 1 else 1, args.seconds,
-                                             args.links, batch))  # fmt: skip
-                    one, many = rates
-                    print(f"{name:<12}{shards:>7}{batch:>6}{one:>10.0f}{many:>12.0f}"
-                          f"{many / one:>8.2f}x{many / 2000:>10.2f}x")  # fmt: skip
+                        got.append(measure(url, n, shards if n > 1 else 1, args.seconds,
+                                           args.links, batch))  # fmt: skip
+                    print(row(name, shards, batch, got[0], got[1], cores))
+
+
+def row(name: str, shards: int, batch: int, one: Measured, many: Measured, cores: int) -> str:
+    def cpu(m: Measured) -> str:
+        return f"{m.ms_per_pair(m.client_cpu_s):.2f} / {m.ms_per_pair(m.machine_cpu_s):.2f}"
+
+    ceiling = cores / one.busy_cores if one.busy_cores > 0 else float("nan")
+    return (f"{name:<12}{shards:>7}{batch:>6}{one.rate:>10.0f}{many.rate:>12.0f}"
+            f"{many.rate / one.rate:>8.2f}x{many.rate / 2000:>10.2f}x"
+            f"{one.busy_cores:>5.2f} {many.busy_cores:>5.2f}{cpu(one):>17}{cpu(many):>13}"
+            f"{ceiling:>8.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

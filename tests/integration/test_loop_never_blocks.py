@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
+import threading
 import time
+import traceback
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -48,23 +51,59 @@ def _run_queue_ns() -> int:
 
 
 class LoopProbe:
-    """Times every callback the loop runs (asyncio.Handle._run), less run-queue delay."""
+    """Times every callback the loop runs (asyncio.Handle._run), less run-queue delay.
+
+    A watchdog thread also looks at the loop thread's stack while a callback runs past the
+    limit, so a failure says where the loop was held, not only by which callback: a held
+    callback seen only in CI, after the rest of the suite, is otherwise a guess."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, limit_s: float) -> None:
-        self.slow: list[tuple[float, float, str]] = []  # (held ms, wall ms, callback)
+        # (held ms, wall ms, callback, where the loop thread was while it held on)
+        self.slow: list[tuple[float, float, str, list[str]]] = []
         self.callbacks = 0
         run, limit_ns = asyncio.Handle._run, int(limit_s * 1e9)
+        self._running: tuple[int, int, int] | None = None  # (seq, thread id, start ns)
+        self._stacks: dict[int, list[str]] = {}
+        self._stop = threading.Event()
+        watchdog = threading.Thread(target=self._watch, args=(limit_ns,), daemon=True)
+        watchdog.start()
 
         def timed(handle: asyncio.Handle) -> None:
+            seq = self.callbacks = self.callbacks + 1
             t0, q0 = time.perf_counter_ns(), _run_queue_ns()
-            run(handle)
+            self._running = (seq, threading.get_ident(), t0)
+            try:
+                run(handle)
+            finally:
+                self._running = None
             wall = time.perf_counter_ns() - t0
             held = wall - (_run_queue_ns() - q0)
-            self.callbacks += 1
+            stacks = self._stacks.pop(seq, [])
             if held > limit_ns:
-                self.slow.append((held / 1e6, wall / 1e6, repr(handle)))
+                self.slow.append((held / 1e6, wall / 1e6, repr(handle), stacks))
 
         monkeypatch.setattr(asyncio.Handle, "_run", timed)
+
+    def _watch(self, limit_ns: int) -> None:
+        while not self._stop.wait(0.005):
+            running = self._running
+            if running is None:
+                continue
+            seq, tid, t0 = running
+            late_ns = time.perf_counter_ns() - t0
+            taken = self._stacks.setdefault(seq, [])
+            # a look once past the limit and once a 100 ms later: where it went, where it stays
+            if late_ns > limit_ns * (1 + 5 * len(taken)) and len(taken) < 2:
+                frame = sys._current_frames().get(tid)
+                if frame is not None and self._running == running:
+                    where = "".join(traceback.format_stack(frame)[-8:])
+                    taken.append(f"after {late_ns / 1e6:.0f} ms:\n{where}")
+            if len(self._stacks) > 64:  # callbacks that ended before the watchdog looked
+                for old in [k for k in list(self._stacks) if k < seq]:
+                    self._stacks.pop(old, None)
+
+    def close(self) -> None:
+        self._stop.set()
 
 
 class SlowStore:
@@ -108,6 +147,7 @@ def test_a_slow_store_never_stalls_the_loop(
     asyncio.run(blocking(), debug=True)
     assert len(probe.slow) == 1 and "sleep" in probe.slow[0][2], probe.slow
     assert probe.slow[0][0] >= 49, probe.slow
+    assert "events.py" in probe.slow[0][3][0], probe.slow  # the watchdog saw the loop held
     probe.slow.clear()
 
     async def batch(pool: ExtractorPool) -> BatchStats:
@@ -119,7 +159,11 @@ def test_a_slow_store_never_stalls_the_loop(
     ) as pool:
         stats = asyncio.run(batch(pool), debug=True)
     assert probe.callbacks > 100
-    assert probe.slow == [], probe.slow
+    probe.close()
+    assert probe.slow == [], "\n".join(
+        f"{held:.0f} ms held ({wall:.0f} wall) by {what}\n" + "\n".join(where)
+        for held, wall, what, where in probe.slow
+    )
     assert store.calls > 20  # the store was in the way all along
     pages = [e for e in sandbox.log.entries() if e["path"] != "/robots.txt"]
     assert stats.requests >= len(pages) >= 10

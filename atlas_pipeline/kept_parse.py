@@ -17,6 +17,7 @@ from typing import Any
 
 from .bodies import Bodies, BodyStore
 from .parsing import parse_page
+from .render_policy import words
 
 
 class KeepFailed(Exception):
@@ -26,12 +27,15 @@ class KeepFailed(Exception):
 @dataclass(frozen=True, slots=True)
 class Keep:
     """Where and how a worker keeps what it parsed. `key` is `bodies.digest(body)`; with
-    `with_text` the text is sent back as well (the render lane counts its words)."""
+    `words`, a page with a script element answers its text's word count (the render lane's
+    measure of the raw HTML) under extraction["words"]. The text itself is never sent back:
+    pickling tens of kB a page to the batch's process, only to count them there, cost the
+    batch more than counting costs the worker."""
 
     root: str
     key: str
     version: str
-    with_text: bool = False
+    words: bool = False
 
 
 def keep_root(bodies: Bodies) -> str | None:
@@ -81,7 +85,8 @@ def parse_kept(
     else:
         extraction = cached
     extraction = {**extraction, "text_chars": text_chars(extraction)}
-    if not keep.with_text:
-        extraction.pop("text")
+    text = extraction.pop("text")
+    if keep.words and out["has_script"]:
+        extraction["words"] = words(text)
     out["extraction"] = extraction
     return out

@@ -160,8 +160,7 @@ class Outcomes:
         (the batch does it for an object store)."""
         if self._keep_root is None:
             return None
-        return Keep(self._keep_root, key, d.EXTRACTION_VERSION,
-                    with_text=self.render is not None)  # fmt: skip
+        return Keep(self._keep_root, key, d.EXTRACTION_VERSION, words=self.render is not None)
 
     async def _put_local(self, key: str, body: bytes) -> None:
         """A folder store's body, where no worker stored it (an object store's was put

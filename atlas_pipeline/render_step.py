@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,14 +54,6 @@ class RenderChoice:
     reason: str
     detail: str | None
     subrequests: tuple[FetchRecord, ...]
-
-
-_SCRIPT = re.compile(rb"<script\b", re.IGNORECASE)
-
-
-def has_script(body: bytes) -> bool:
-    """Whether the page has a script element: without one, rendering cannot add text."""
-    return _SCRIPT.search(body) is not None
 
 
 class RenderStep:
@@ -140,9 +131,10 @@ class RenderStep:
         """The lane's choice for a page parsed from its raw HTML (`raw`); None: lane off."""
         if not self.cfg.render.enabled:
             return None
-        if not has_script(body):  # nothing can draw text the raw HTML lacks
+        if not raw["has_script"]:  # nothing can draw text the raw HTML lacks
             return RenderChoice(None, None, Reason.RENDER_NOT_NEEDED.value, None, ())
-        raw_words = count_words(raw["extraction"]["text"])
+        ext = raw["extraction"]  # a worker that kept the text counted its words (kept_parse)
+        raw_words = ext["words"] if "words" in ext else count_words(ext["text"])
         key = (origin, page_class(url, self.cfg.render.page_classes))
         decision = await self._decision(key)
         if raw_words >= self.cfg.render.skip_above_words:

@@ -15,6 +15,7 @@ from atlas_pipeline import defaults as d
 from atlas_pipeline.bodies import BodyStore, digest
 from atlas_pipeline.extractor_pool import ExtractorPool, ParserFailure
 from atlas_pipeline.kept_parse import Keep, text_chars
+from atlas_pipeline.render_policy import words
 from tests.engine.test_parser_isolation import page
 
 URL = "http://a.example.test/"
@@ -26,8 +27,8 @@ def pool() -> Iterator[ExtractorPool]:
         yield p
 
 
-def _keep(root: Path, body: bytes, with_text: bool = False) -> Keep:
-    return Keep(str(root), digest(body), d.EXTRACTION_VERSION, with_text)
+def _keep(root: Path, body: bytes, words: bool = False) -> Keep:
+    return Keep(str(root), digest(body), d.EXTRACTION_VERSION, words)
 
 
 def test_the_worker_stores_body_and_text_and_answers_without_the_text(
@@ -69,11 +70,27 @@ def test_links_only_still_store_the_body(pool: ExtractorPool, tmp_path: Path) ->
     assert BodyStore(tmp_path).get_extraction(keep.key, d.EXTRACTION_VERSION) is None
 
 
-def test_with_text_the_text_comes_back_too(pool: ExtractorPool, tmp_path: Path) -> None:
-    body = page(4)
-    out = pool.submit(body, URL, None, True, (), _keep(tmp_path, body, True)).result(120)
-    assert "Paragraph 3" in out["extraction"]["text"]
-    assert out["extraction"]["text_chars"] == len(out["extraction"]["text"])
+def test_with_words_a_scripted_page_answers_its_word_count_and_never_its_text(
+    pool: ExtractorPool, tmp_path: Path
+) -> None:
+    """The render lane's measure of the raw HTML is counted where the text is: a page with a
+    script element answers its words, one without answers none (the lane needs no count:
+    nothing can draw text there); neither sends the text."""
+    plain = page(4)
+    scripted = plain.replace(b"<body>", b"<body><script>draw()</script>")
+    store = BodyStore(tmp_path)
+    for body, has_script in ((scripted, True), (plain, False)):
+        for attempt in ("parsed", "reused"):
+            out = pool.submit(body, URL, None, True, (), _keep(tmp_path, body, True)).result(120)
+            assert out["reused"] is (attempt == "reused")
+            ext = out["extraction"]
+            assert "text" not in ext and out["has_script"] is has_script
+            stored = store.get_extraction(digest(body), d.EXTRACTION_VERSION)
+            assert stored is not None and "Paragraph 3" in stored["text"]
+            if has_script:
+                assert ext["words"] == words(stored["text"]) > 0
+            else:
+                assert "words" not in ext
 
 
 def test_a_store_that_cannot_be_written_is_an_os_error_not_a_parse_failure(

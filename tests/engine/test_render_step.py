@@ -20,7 +20,7 @@ SHELL = b"<html><head><script>draw()</script></head><body><main></main></body></
 
 
 def _raw(words: int) -> dict[str, Any]:
-    return {"extraction": {"text": " ".join(["word"] * words)}}
+    return {"has_script": True, "extraction": {"text": " ".join(["word"] * words)}}
 
 
 def test_a_class_decided_by_an_earlier_batch_is_not_sampled_again(tmp_path: Path) -> None:

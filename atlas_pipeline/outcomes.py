@@ -21,7 +21,7 @@ from .bodies import Bodies, BodyStore, digest
 from .classify import Next, Verdict
 from .config import CrawlConfig
 from .coordination import Lease, Outcome, UrlState
-from .coordination.base import override_for
+from .coordination.overrides import override_for
 from .directives import HEADER, header_directives, header_values, meta_directives, meta_names
 from .extractor_pool import ExtractorPool, ParserFailure
 from .fetcher import Response

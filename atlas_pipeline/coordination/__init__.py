@@ -15,14 +15,13 @@ from .base import (
     Lease,
     OriginPolicy,
     Outcome,
-    Purged,
     RobotsRecord,
     RobotsTask,
-    Suppression,
     TrapCaps,
     UrlState,
     Wait,
 )
+from .overrides import Purged, Suppression
 from .sqlite import SqliteStore
 
 __all__ = [

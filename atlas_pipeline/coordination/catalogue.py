@@ -30,7 +30,6 @@ from .base import (
     Lease,
     Outcome,
     UrlState,
-    override_for,
 )
 from .core import (
     _BATCH,
@@ -40,6 +39,7 @@ from .core import (
     url_digest,
 )
 from .origins import OriginStore
+from .overrides import override_for
 from .writes import ADMITTED, TRAP_COUNTS
 
 # the columns of a URL row as discovery inserts it (the order of its row tuples)

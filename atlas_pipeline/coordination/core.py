@@ -27,10 +27,10 @@ from .base import (
     Lease,
     OriginPolicy,
     RobotsTask,
-    Suppression,
     TrapCaps,
     UrlState,
 )
+from .overrides import Suppression
 
 Conn = Any  # sqlite3.Connection, or postgres.py's adapter with the same execute surface
 Row = Any  # sqlite3.Row, or postgres.py's row with the same [name] / [index] access

@@ -8,18 +8,13 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import CoordinationError
-from .base import (
-    POLICY_KEYS,
-    Purged,
-    Suppression,
-    override_for,
-)
 from .core import (
     _BATCH,
     Conn,
     marks,
 )
 from .origins import OriginStore
+from .overrides import POLICY_KEYS, Purged, Suppression, override_for
 
 _UPSERT_REF = """INSERT INTO body_refs (body_key, url, committed_at)
     VALUES (:body_key, :url, :committed_at)

@@ -21,7 +21,6 @@ from .base import (
     Candidate,
     RobotsRecord,
     RobotsTask,
-    override_for,
 )
 from .core import (
     _INSERT_RECORD,
@@ -34,6 +33,7 @@ from .core import (
     greatest,
     origin_gap_s,
 )
+from .overrides import override_for
 from .writes import NEW_ORIGINS
 
 

@@ -1,5 +1,5 @@
-"""The work queue: claims (origin first, under fairness, pacing and
-robots), leases, the sweep of expired ones and the fetch-batch fences."""
+"""The work queue: claims (origin first, under fairness, pacing and robots) and the slots
+their requests give back; what happens to a lease after its claim is in leases.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..politeness import (
@@ -24,7 +24,6 @@ from ..reasons import Reason
 from ..robots import RobotsPolicy, RobotsStatus
 from ..traps import query_key_path
 from .base import (
-    BatchLease,
     Claim,
     Drained,
     Lease,
@@ -389,55 +388,3 @@ class QueueStore(OriginStore):
     def _release(self, c: Conn, finished: Sequence[tuple[str, int]]) -> None:
         # one lock order for every writer
         self._many(c, RELEASE, [{"url": url, "fence": fence} for url, fence in sorted(finished)])
-
-    def extend_lease(self, lease: Lease, now: float, lease_s: float) -> Lease | None:
-        """Extend a live lease once, with its current fence; None if it is stale, expired or
-        already extended (the worker must then give up, not commit late)."""
-        with self._tx() as c:
-            cur = c.execute(
-                """UPDATE urls SET lease_expires_at = :expires_at, extended = 1
-                   WHERE url = :url AND fence = :fence AND state = 'leased' AND extended = 0
-                     AND lease_expires_at > :now""",
-                {"expires_at": now + lease_s, "url": lease.url, "fence": lease.fence, "now": now},
-            )
-            return replace(lease, expires_at=now + lease_s) if cur.rowcount == 1 else None
-
-    def sweep(self, now: float) -> int:
-        """Return expired leases to eligible, attempts kept."""
-        with self._tx() as c:
-            cur = c.execute(
-                """UPDATE urls SET state = 'eligible', reason = :reason, lease_id = NULL,
-                   lease_expires_at = NULL, slot_held = 0
-                   WHERE state = 'leased' AND lease_expires_at <= :now""",
-                {"reason": Reason.LEASE_EXPIRED.value, "now": now},
-            )
-            c.execute("DELETE FROM sub_slots WHERE until <= :now", {"now": now})
-            return int(cur.rowcount)
-
-    def acquire_batch(self, cycle: str, shard: int, holder: str, now: float) -> BatchLease:
-        """Take the next fence token of partition (cycle, shard) for `holder` (a run id)."""
-        with self._tx() as c:
-            self._lock_shard(c, shard)
-            row = c.execute(
-                "SELECT fence FROM batch_leases WHERE cycle = :cycle AND shard = :shard"
-                + self._for_update,
-                {"cycle": cycle, "shard": shard},
-            ).fetchone()
-            fence = (int(row["fence"]) if row else 0) + 1
-            c.execute(
-                """INSERT INTO batch_leases (cycle, shard, fence, holder, acquired_at)
-                   VALUES (:cycle, :shard, :fence, :holder, :acquired_at)
-                   ON CONFLICT (cycle, shard) DO UPDATE SET fence = excluded.fence,
-                   holder = excluded.holder, acquired_at = excluded.acquired_at""",
-                {"cycle": cycle, "shard": shard, "fence": fence, "holder": holder,
-                 "acquired_at": now},
-            )  # fmt: skip
-        return BatchLease(cycle, shard, fence, holder)
-
-    def batch_lease(self, cycle: str, shard: int) -> BatchLease | None:
-        """The newest batch lease of a partition."""
-        row = self._select(
-            "SELECT fence, holder FROM batch_leases WHERE cycle = :cycle AND shard = :shard",
-            {"cycle": cycle, "shard": shard},
-        ).fetchone()
-        return BatchLease(cycle, shard, int(row["fence"]), row["holder"]) if row else None

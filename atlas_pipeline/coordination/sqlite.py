@@ -1,8 +1,9 @@
 """SQLite coordination store: one embedded file, WAL, every claim one IMMEDIATE transaction.
 
-The contract is implemented once, by aggregate (core.py, selection.py, queue.py, commits.py,
-catalogue.py, origins.py, operator.py, reads.py, render_classes.py, owners.py); this class puts them
-together, opens the file and migrates it (migrate.py: Alembic revisions, run once each).
+The contract is implemented once, by aggregate (core.py, selection.py, queue.py, leases.py,
+commits.py, catalogue.py, origins.py, operator.py with overrides.py, reads.py,
+render_classes.py, owners.py); this class puts them together, opens the file and migrates
+it (migrate.py: Alembic revisions, run once each).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .base import (
 )
 from .commits import CommitStore
 from .core import url_digest
+from .leases import LeaseStore
 from .migrate import HEAD, engine_for, upgrade
 from .operator import OperatorStore
 from .owners import OwnerStore
@@ -31,7 +33,14 @@ __all__ = ["SqliteStore", "url_digest"]
 
 
 class SqliteStore(
-    FrontierStore, QueueStore, CommitStore, OperatorStore, ReadStore, RenderClassStore, OwnerStore
+    FrontierStore,
+    QueueStore,
+    LeaseStore,
+    CommitStore,
+    OperatorStore,
+    ReadStore,
+    RenderClassStore,
+    OwnerStore,
 ):
     """CoordinationStore on SQLite. One connection per thread; safe across processes."""
 

@@ -1702,7 +1702,7 @@ def test_operator_policy_is_versioned_audited_and_applied(tmp_path: Path) -> Non
     """A domain's rate limits and priority apply to its origins and URLs at once and to those
     discovered later; an origin setting beats the domain's; every change is a new version."""
     from atlas_pipeline.coordination import Suppression
-    from atlas_pipeline.coordination.base import override_for
+    from atlas_pipeline.coordination.overrides import override_for
 
     store = make_store(tmp_path, gap=1.0, max_in_flight=4)
     store.discover([cand("https://news-a.example.test/a"), cand("https://docs-b.example.test/b")],

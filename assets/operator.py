@@ -8,8 +8,8 @@ import time
 import dagster as dg
 from pydantic import Field
 
-from atlas_pipeline.coordination.base import POLICY_KEYS
 from atlas_pipeline.coordination.operator import policy_settings
+from atlas_pipeline.coordination.overrides import POLICY_KEYS
 from atlas_pipeline.optout import opt_out, target_of
 from atlas_pipeline.retention import run_retention
 from resources.config import AtlasCrawl

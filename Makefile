@@ -8,9 +8,9 @@ STAMP := $(VENV)/.installed
 # Tests marked `timing` assert wall-clock behaviour under load (callback times, renders, lease
 # renewals): they run after the rest, one at a time. Both parts run; either failing fails.
 # `sync` between them, so the timing part starts with the first part's writes (lakes, bodies,
-# WAL) flushed rather than flushing under it: it costs seconds. (Added for a failure of
-# test_loop_never_blocks that it did not cure; that failure went away with the change that
-# preceded it, taken back in f55523c.)
+# WAL) flushed rather than flushing under it: it costs seconds. (Added for failures of
+# test_loop_never_blocks that it did not cure; they did not come back with the change they
+# were blamed on, re-applied in 8deea25, and the test now prints where the loop was held.)
 TEST_PROCESSES ?= 4
 
 .PHONY: install demo test lint typecheck web clean

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import tempfile
 import time
 import uuid
@@ -131,8 +132,6 @@ def busy_seconds(stat_line: str, ticks_per_s: float) -> float:
 
 def machine_busy() -> float:
     """Busy CPU seconds of this machine so far (0.0 where there is no /proc/stat)."""
-    import os
-
     try:
         with open("/proc/stat") as f:
             line = f.readline()
@@ -239,8 +238,6 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, schemas: PgSchemas) -> None:
-    import os
-
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
         print(f"Coordination store: claim+commit pairs/s, {args.origins} origins x "

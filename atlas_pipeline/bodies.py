@@ -1,7 +1,11 @@
 """Content-addressed body store: key = sha256 of the raw bytes, zstd on disk, idempotent put.
 
-Extraction results are cached beside the body they came from, keyed by extraction version,
-so identical bytes are never extracted twice (across URLs, batches and cycles).
+Extraction results are cached with the body they came from, keyed by extraction version,
+so identical bytes are never extracted twice (across URLs, batches and cycles). In a folder
+store the worker that parsed a new body writes its extraction into the body's own file
+(`put_parsed`; the layout is body_codec's); an extraction written later, of another version
+or into an object store, has a file of its own, `<key>.extract-<version slug>.json`, which a
+read looks at first.
 
 Bodies are written as `<key>.zst` (zstd level 1). Stores written before that hold
 `<key>.gz` (gzip level 1); those bodies are still read, swept and deleted as they are (a
@@ -9,12 +13,15 @@ repeated put touches a local one, and writes a `.zst` beside one in an object st
 existing store needs no conversion. zstd because a worker
 compresses every body it parses: on the sandbox's pages gzip-1 took 0.47 ms a page
 (ratio 0.40) and zstd-1 0.20 ms (ratio 0.37), ~3 s of a 10,000-page crawl's CPU.
+
+Over 400 lines for a reason: the folder store and the object store are side by side, so each
+rule of the contract they share (a put racing the sweeper, legacy bodies, what a delete
+spares) is read once for both.
 """
 
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
 import itertools
 import os
@@ -27,7 +34,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import zstandard
+
+from .body_codec import (
+    BODY_SUFFIX,
+    LEGACY_SUFFIX,
+    embedded_extraction,
+    extraction_frame,
+    pack,
+    unpack,
+)
 
 
 @dataclass
@@ -49,31 +64,7 @@ def _slug(version: str) -> str:
 
 _TMP_SEQ = itertools.count()
 
-BODY_SUFFIX = ".zst"  # what a put writes
-LEGACY_SUFFIX = ".gz"  # what stores written before zstd hold: read, never written
 _SUFFIXES = (BODY_SUFFIX, LEGACY_SUFFIX)
-# a zstd context may not be shared by threads at once (a batch's body thread and a worker's)
-_CODECS = threading.local()
-
-
-def pack(body: bytes) -> bytes:
-    """A body as it is stored: one zstd frame (level 1) that records its size."""
-    try:
-        compressor: zstandard.ZstdCompressor = _CODECS.compressor
-    except AttributeError:
-        compressor = _CODECS.compressor = zstandard.ZstdCompressor(level=1)
-    return compressor.compress(body)
-
-
-def unpack(data: bytes, suffix: str) -> bytes:
-    """Stored bytes back to the body, by the suffix of the file they came from."""
-    if suffix == LEGACY_SUFFIX:
-        return gzip.decompress(data)
-    try:
-        decompressor: zstandard.ZstdDecompressor = _CODECS.decompressor
-    except AttributeError:
-        decompressor = _CODECS.decompressor = zstandard.ZstdDecompressor()
-    return decompressor.decompress(data)
 
 
 def _key_of(name: str) -> str | None:
@@ -133,15 +124,35 @@ class BodyStore:
 
     def put_known(self, key: str, body: bytes) -> None:
         """`put` with the key already computed (`digest(body)`: the caller's promise)."""
+        if not self._touch(key):
+            self._write_atomic(self._file(key, BODY_SUFFIX), pack(body))
+
+    def put_parsed(
+        self, key: str, body: bytes, version: str, extraction: dict[str, Any] | None
+    ) -> None:
+        """`put_known` together with the body's extraction of `version` (None: none to
+        keep): a new body is written with the extraction in its own file, one file a page; a
+        body stored before is touched, and the extraction gets a file of its own."""
+        if self._touch(key):
+            if extraction is not None:
+                self.put_extraction(key, version, extraction)
+            return
+        data = pack(body)
+        if extraction is not None:
+            data += extraction_frame(_slug(version), orjson.dumps(extraction))
+        self._write_atomic(self._file(key, BODY_SUFFIX), data)
+
+    def _touch(self, key: str) -> bool:
+        """Whether the body is stored; touched if it is, so the orphan sweeper sees it is in
+        use again. If the sweeper moved it away a moment ago, utime fails and it is written
+        anew."""
         for suffix in _SUFFIXES:
             try:
-                # Already stored: touch it, so the orphan sweeper sees it is in use again. If
-                # the sweeper moved it away a moment ago, utime fails and it is written anew.
                 os.utime(self._file(key, suffix))
-                return
+                return True
             except FileNotFoundError:
                 continue
-        self._write_atomic(self._file(key, BODY_SUFFIX), pack(body))
+        return False
 
     def _stored(self, key: str) -> Path | None:
         """The file holding the body of `key`, None when it is not stored."""
@@ -229,10 +240,18 @@ class BodyStore:
         return self._file(key, f".extract-{_slug(version)}.json")
 
     def get_extraction(self, key: str, version: str) -> dict[str, Any] | None:
+        """The extraction's own file if it has one (written later, so it is the newer),
+        else the one the body's file carries."""
         try:
             with open(self._extract_path(key, version), "rb") as fh:
-                raw = fh.read()
+                raw: bytes | memoryview | None = fh.read()
         except FileNotFoundError:
+            try:
+                with open(self._file(key, BODY_SUFFIX), "rb") as fh:
+                    raw = embedded_extraction(fh.read(), _slug(version))
+            except FileNotFoundError:
+                return None
+        if raw is None:
             return None
         data: dict[str, Any] = orjson.loads(raw)
         return data

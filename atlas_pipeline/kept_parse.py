@@ -3,8 +3,10 @@
 A fetch batch's process used to do this itself: gzip and write the body, look up and write
 the extraction cache, each a hop to a body thread, with the text (tens of kB a page) pickled
 back from the worker only to be written to disk again. With a folder store the worker holds
-both in hand, so it writes them, in the order a crash needs (the body before its parse, the
-text before the answer the commit waits for), and sends back the extraction without its text.
+both in hand, so it writes them, after the parse and before the answer the commit waits for,
+in one file (`BodyStore.put_parsed`: a second file a page was the largest thing a worker did
+beyond the parse), and sends back the extraction without its text. A parse that kills its
+worker leaves the body to the batch, which stores it before it commits the failure.
 An object store (`ObjectBodyStore`) keeps the batch-side path: workers do not open one.
 """
 
@@ -64,26 +66,25 @@ def parse_kept(
     meta_names: tuple[str, ...],
     keep: Keep,
 ) -> dict[str, Any]:
-    """`parsing.parse_page`, storing the body first and the text after. The text comes from
-    the store's extraction cache when these bytes were extracted before (`reused` says so)."""
+    """`parsing.parse_page`, storing the body and the text together after it. The text comes
+    from the store's extraction cache when these bytes were extracted before (`reused` says
+    so)."""
     store = _store(keep.root)
     try:
-        store.put_known(keep.key, body)
         cached = store.get_extraction(keep.key, keep.version) if want_text else None
     except OSError as exc:
         raise KeepFailed(f"body store {keep.root}: {exc}") from None
     out = parse_page(body, url, charset, want_text and cached is None, meta_names)
     out["reused"] = cached is not None
+    fresh = out["extraction"] if want_text and cached is None else None
+    try:
+        store.put_parsed(keep.key, body, keep.version, fresh)
+    except OSError as exc:
+        raise KeepFailed(f"body store {keep.root}: {exc}") from None
     if not want_text:
         return out
-    if cached is None:
-        extraction = out["extraction"]
-        try:
-            store.put_extraction(keep.key, keep.version, extraction)
-        except OSError as exc:
-            raise KeepFailed(f"body store {keep.root}: {exc}") from None
-    else:
-        extraction = cached
+    extraction = fresh if cached is None else cached
+    assert extraction is not None
     extraction = {**extraction, "text_chars": text_chars(extraction)}
     text = extraction.pop("text")
     if keep.words and out["has_script"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 import zstandard
 
 from atlas_pipeline.bodies import BodyStore, _slug, digest
+from atlas_pipeline.body_codec import pack
 
 BODY = b"<html><body><p>chip supply</p></body></html>"
 
@@ -116,6 +118,73 @@ def test_put_extraction_overwrites(store: BodyStore) -> None:
     store.put_extraction(key, "v1", {"text": "new"})
     assert store.get_extraction(key, "v1") == {"text": "new"}
     assert not [p for p in files(store.root) if p.name.startswith(".tmp-")]
+
+
+# a parsed body's file carries its extraction ------------------------------------------------
+RESULT = {"title": "Chip supply", "text": "Grüße, 東京 chip supply", "text_hash": "ab"}
+
+
+def test_a_parsed_body_is_one_file_that_holds_its_extraction(store: BodyStore) -> None:
+    """What a parser worker writes: the body and its extraction in one file (not two a
+    page), which stays a plain zstd file of the body for any decoder."""
+    key = digest(BODY)
+    store.put_parsed(key, BODY, "v1", RESULT)
+    path = store.root / key[:2] / key[2:4] / f"{key}.zst"
+    assert files(store.root) == [path]
+    assert store.get(key) == BODY and store.has(key)
+    assert store.get_extraction(key, "v1") == RESULT
+    assert store.get_extraction(key, "v2") is None  # another version's is not this one
+    data = path.read_bytes()
+    assert zstandard.ZstdDecompressor().decompress(data) == BODY  # stops after the body
+    # a decoder that reads every frame passes over the extraction's (a skippable frame)
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    assert reader.read() == BODY
+
+
+def test_a_parsed_body_without_an_extraction_is_the_body_alone(store: BodyStore) -> None:
+    key = digest(BODY)
+    store.put_parsed(key, BODY, "v1", None)
+    assert store.get_extraction(key, "v1") is None
+    [path] = files(store.root)
+    assert path.read_bytes() == pack(BODY)  # what `put` writes: no frame but the body's
+
+
+def test_a_parsed_body_stored_before_is_touched_and_its_extraction_kept_apart(
+    store: BodyStore,
+) -> None:
+    key = store.put(BODY)
+    [path] = files(store.root)
+    before = (path.read_bytes(), path.stat().st_ino)
+    _age(store, key, 2 * DAY)
+    store.put_parsed(key, BODY, "v1", RESULT)
+    assert (path.read_bytes(), path.stat().st_ino) == before  # the body is not rewritten
+    assert path.stat().st_mtime > time.time() - DAY  # but touched: in use
+    assert [p.name for p in files(store.root)] == [
+        f"{key}.extract-{_slug('v1')}.json",
+        f"{key}.zst",
+    ]
+    assert store.get_extraction(key, "v1") == RESULT
+
+
+def test_an_extraction_written_later_wins_over_the_one_in_the_body_file(
+    store: BodyStore,
+) -> None:
+    """A re-extraction of the same version (or a repair) writes the extraction's own file;
+    the read looks there first."""
+    key = digest(BODY)
+    store.put_parsed(key, BODY, "v1", RESULT)
+    store.put_extraction(key, "v1", {"text": "again"})
+    assert store.get_extraction(key, "v1") == {"text": "again"}
+    store.put_extraction(key, "v2", {"text": "v2"})
+    assert store.get_extraction(key, "v2") == {"text": "v2"}
+
+
+def test_the_sweeper_takes_the_extraction_with_the_body(store: BodyStore) -> None:
+    key = digest(b"orphan")
+    store.put_parsed(key, b"orphan", "v1", RESULT)
+    _age(store, key, 2 * DAY)
+    assert store.sweep_orphans(set, grace_s=DAY).deleted == 1
+    assert store.get_extraction(key, "v1") is None and files(store.root) == []
 
 
 # orphan sweeping -------------------------------------------------------------------------

@@ -48,6 +48,9 @@ def test_the_worker_stores_body_and_text_and_answers_without_the_text(
     assert stored.name == f"{keep.key}.zst"
     assert zstandard.ZstdDecompressor().decompress(stored.read_bytes()) == body
     assert len(out["links"]) == 12
+    # one file a page: the text rides in the body's file (a second file cost the worker
+    # more than anything else it did beyond the parse)
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [f"{keep.key}.zst"]
 
 
 def test_bytes_extracted_before_are_answered_from_the_store(

@@ -562,7 +562,7 @@ class CrawlConfig(_Section):
     here comes from the same variables in the environment. Passed to every lake read and
     write, and to dbt's."""
     bodies_dir: Path | None = None
-    """Content-addressed body store; default <data_dir>/bodies."""
+    """Content-addressed body store; default <data_dir>/bodies. Each body is one file, `<key>.zst`, that any zstd tool decompresses; the text Atlas extracted from it rides in the same file, in a zstd skippable frame after the body."""
     bodies_url: str | None = None
     """Object storage for bodies instead (s3://bucket/prefix?region=...&endpoint_override=...,
     gs://bucket/prefix); credentials from the environment (AWS_ACCESS_KEY_ID, ...)."""

@@ -43,10 +43,12 @@ def write_files(
     """Write `reader`'s batches (all of one partition: `partition` maps each partition column
     to its value) as Parquet files under `root`, a new file past `target_bytes`. Partition
     columns are dropped from the files, as Delta keeps them in the log. Columns named in
-    `plain` are written without a dictionary: for a column of distinct long strings (a
-    page's text) the writer's dictionary attempt only costs CPU before it falls back, a
-    third of the encoding time of `document_texts`. Returns the add actions; on an error the
-    files written so far are deleted."""
+    `plain` are written without a dictionary and without min/max statistics: for a column of
+    distinct long strings (a page's text) the writer's dictionary attempt only costs CPU
+    before it falls back, a third of the encoding time of `document_texts`, and its
+    statistics compare whole texts for bounds no reader prunes by (a quarter of what is
+    left: 0.027 of 0.117 ms a 60 kB text). Returns the add actions; on an error the files
+    written so far are deleted."""
     folder = "/".join(f"{k}={quote(v, safe='')}" for k, v in partition.items())
     data_schema = pa.schema([f for f in reader.schema if f.name not in partition])
     dictionary = [f.name for f in data_schema if f.name not in plain]
@@ -84,8 +86,9 @@ def write_files(
                 written.append(path)
                 sink = pa.OSFile(str(path), "wb")
                 writer = pq.ParquetWriter(
-                    sink, data_schema, compression="snappy", use_dictionary=dictionary
-                )
+                    sink, data_schema, compression="snappy", use_dictionary=dictionary,
+                    write_statistics=dictionary,
+                )  # fmt: skip
                 rows, nulls = 0, [0] * len(data_schema)
             writer.write_batch(data)
             rows += data.num_rows

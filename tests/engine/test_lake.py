@@ -225,7 +225,8 @@ def test_streamed_texts_land_once_per_id_in_one_commit(lake: Lake) -> None:
 
 def test_text_files_keep_the_text_column_without_a_dictionary(lake: Lake) -> None:
     """A page's text is a distinct long string: it is written plain (a dictionary attempt
-    only costs CPU before the writer falls back), the short columns keep theirs."""
+    only costs CPU before the writer falls back) and without min/max statistics (whole texts
+    compared for bounds no reader prunes by); the short columns keep both."""
     import pyarrow.parquet as pq
 
     lake.add_texts([_text(i, 2_000) for i in range(50)], "c1", "s0")
@@ -239,6 +240,9 @@ def test_text_files_keep_the_text_column_without_a_dictionary(lake: Lake) -> Non
                          for i in range(group.num_columns)}  # fmt: skip
             assert not any("DICTIONARY" in e for e in encodings["text"]), encodings
             assert any("DICTIONARY" in e for e in encodings["document_id"]), encodings
+            stats = {group.column(i).path_in_schema: group.column(i).is_stats_set
+                     for i in range(group.num_columns)}  # fmt: skip
+            assert stats["text"] is False and stats["document_id"] is True, stats
 
 
 def test_texts_stream_a_row_group_at_a_time(lake: Lake) -> None:

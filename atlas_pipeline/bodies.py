@@ -37,9 +37,12 @@ import orjson
 
 from .body_codec import (
     BODY_SUFFIX,
+    HEADER_BYTES,
     LEGACY_SUFFIX,
-    embedded_extraction,
+    TRAILER_BYTES,
     extraction_frame,
+    extraction_span,
+    header_fits,
     pack,
     unpack,
 )
@@ -93,7 +96,11 @@ class BodyStore:
     def _path(self, key: str, suffix: str) -> Path:
         return Path(self._file(key, suffix))
 
-    def _write_atomic(self, path: str, data: bytes) -> None:
+    def _write_atomic(self, path: str, data: bytes, replace: bool = True) -> bool:
+        """Write `path` whole or not at all. With `replace` False an existing file stands: a
+        body file may hold a text that a racing writer of the same bytes lacks, so the first
+        copy wins (a hard link to the written file, which fails if the name is taken).
+        Whether this call's bytes were written."""
         folder, _, name = path.rpartition("/")
         if folder not in self._folders:
             os.makedirs(folder, exist_ok=True)
@@ -105,13 +112,25 @@ class BodyStore:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileNotFoundError:  # the folder was removed since it was made
             self._folders.discard(folder)
-            return self._write_atomic(path, data)
+            return self._write_atomic(path, data, replace)
         except FileExistsError:
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
-            os.replace(tmp, path)
+            if replace:
+                os.replace(tmp, path)
+                return True
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                os.unlink(tmp)
+                return False
+            except OSError:  # a file system without hard links: a plain rename, as before
+                os.replace(tmp, path)
+                return True
+            os.unlink(tmp)
+            return True
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
@@ -124,25 +143,33 @@ class BodyStore:
 
     def put_known(self, key: str, body: bytes) -> None:
         """`put` with the key already computed (`digest(body)`: the caller's promise)."""
-        if not self._touch(key):
-            self._write_atomic(self._file(key, BODY_SUFFIX), pack(body))
+        if not self.touch(key):
+            self._write_atomic(self._file(key, BODY_SUFFIX), pack(body), replace=False)
 
     def put_parsed(
-        self, key: str, body: bytes, version: str, extraction: dict[str, Any] | None
+        self,
+        key: str,
+        body: bytes,
+        version: str,
+        extraction: dict[str, Any] | None,
+        stored: bool | None = None,
     ) -> None:
         """`put_known` together with the body's extraction of `version` (None: none to
         keep): a new body is written with the extraction in its own file, one file a page; a
-        body stored before is touched, and the extraction gets a file of its own."""
-        if self._touch(key):
+        body stored before (`stored`, what `touch` said before the parse; None: touch now)
+        keeps its file, and the extraction gets a file of its own."""
+        if stored is None:
+            stored = self.touch(key)
+        if not stored:
+            data = pack(body)
             if extraction is not None:
-                self.put_extraction(key, version, extraction)
-            return
-        data = pack(body)
-        if extraction is not None:
-            data += extraction_frame(_slug(version), orjson.dumps(extraction))
-        self._write_atomic(self._file(key, BODY_SUFFIX), data)
+                data += extraction_frame(_slug(version), orjson.dumps(extraction))
+            if self._write_atomic(self._file(key, BODY_SUFFIX), data, replace=False):
+                return
+        if extraction is not None:  # the body's file was there first: it stays as it is
+            self.put_extraction(key, version, extraction)
 
-    def _touch(self, key: str) -> bool:
+    def touch(self, key: str) -> bool:
         """Whether the body is stored; touched if it is, so the orphan sweeper sees it is in
         use again. If the sweeper moved it away a moment ago, utime fails and it is written
         anew."""
@@ -244,17 +271,34 @@ class BodyStore:
         else the one the body's file carries."""
         try:
             with open(self._extract_path(key, version), "rb") as fh:
-                raw: bytes | memoryview | None = fh.read()
+                raw: bytes | None = fh.read()
         except FileNotFoundError:
-            try:
-                with open(self._file(key, BODY_SUFFIX), "rb") as fh:
-                    raw = embedded_extraction(fh.read(), _slug(version))
-            except FileNotFoundError:
-                return None
+            raw = self._embedded(key, version)
         if raw is None:
             return None
         data: dict[str, Any] = orjson.loads(raw)
         return data
+
+    def _embedded(self, key: str, version: str) -> bytes | None:
+        """The extraction the body's file carries, read from its end (the trailer, then the
+        frame), never the body's bytes."""
+        try:
+            fd = os.open(self._file(key, BODY_SUFFIX), os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, TRAILER_BYTES, max(0, size - TRAILER_BYTES))
+            span = extraction_span(tail, size, _slug(version))
+            if span is None:
+                return None
+            start, length = span
+            frame = os.pread(fd, HEADER_BYTES + length, start - HEADER_BYTES)
+            if len(frame) != HEADER_BYTES + length or not header_fits(frame[:HEADER_BYTES], length):
+                return None
+            return frame[HEADER_BYTES:]
+        finally:
+            os.close(fd)
 
     def put_extraction(self, key: str, version: str, result: dict[str, Any]) -> None:
         # orjson: a page's text encoded at a tenth of json.dumps's cost (0.19 ms of ~55 kB),

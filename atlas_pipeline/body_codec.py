@@ -14,7 +14,7 @@ at the first frame's end) and older Atlas readers alike.
 
 The skippable frame's payload: the extraction's UTF-8 JSON, then a fixed 24-byte trailer
 (the JSON's length as a little-endian u32, the 12-character slug of its extraction version,
-and TAG), so a reader finds it from the file's end without decoding the body. Extractions
+and TAG), so a reader finds it from the file's end: two small reads, not the body's bytes. Extractions
 written later (another version, a re-extraction, an object store) stay in their own files.
 """
 
@@ -33,6 +33,7 @@ SKIPPABLE_MAGIC = 0x184D2A5A  # one of the sixteen skippable-frame magics (RFC 8
 TAG = b"atlas-x1"  # ends a body file that holds its extraction
 _HEADER = struct.Struct("<II")  # skippable frame: magic, payload length
 _TRAILER = struct.Struct("<I12s8s")  # JSON length, version slug, TAG
+HEADER_BYTES, TRAILER_BYTES = _HEADER.size, _TRAILER.size
 SLUG_CHARS = 12
 
 # a zstd context may not be shared by threads at once (a batch's body thread and a worker's)
@@ -66,23 +67,39 @@ def extraction_frame(slug: str, raw_json: bytes) -> bytes:
     if len(slug) != SLUG_CHARS or not slug.isascii():
         raise ValueError(f"an extraction version slug is {SLUG_CHARS} ASCII characters: {slug!r}")
     trailer = _TRAILER.pack(len(raw_json), slug.encode("ascii"), TAG)
-    return _HEADER.pack(SKIPPABLE_MAGIC, len(raw_json) + _TRAILER.size) + raw_json + trailer
+    return _HEADER.pack(SKIPPABLE_MAGIC, len(raw_json) + TRAILER_BYTES) + raw_json + trailer
+
+
+def extraction_span(tail: bytes, size: int, slug: str) -> tuple[int, int] | None:
+    """Where a body file of `size` bytes, whose last TRAILER_BYTES are `tail`, holds the JSON
+    of its extraction of version `slug`: (offset, length). None: no extraction frame,
+    another version's, or a length that points before the file's start (a body that merely
+    ends like a trailer). The frame's header (HEADER_BYTES before the offset) is the
+    caller's to check with `header_fits`: a reader of a file reads only what it needs."""
+    if size < HEADER_BYTES + TRAILER_BYTES or len(tail) != TRAILER_BYTES or not tail.endswith(TAG):
+        return None
+    length, held, _ = _TRAILER.unpack(tail)
+    start = size - TRAILER_BYTES - length
+    if start < HEADER_BYTES or held != slug.encode("ascii"):
+        return None
+    return start, length
+
+
+def header_fits(header: bytes, length: int) -> bool:
+    """Whether `header` is the skippable frame header of an extraction of `length` bytes."""
+    return len(header) == HEADER_BYTES and _HEADER.unpack(header) == (
+        SKIPPABLE_MAGIC,
+        length + TRAILER_BYTES,
+    )
 
 
 def embedded_extraction(data: bytes, slug: str) -> memoryview | None:
     """The JSON of the extraction of version `slug` that `data` (a whole body file) carries
-    after its body, or None: no extraction frame, another version's, or bytes that do not
-    add up (a body that merely ends like a trailer)."""
-    size = len(data)
-    if size < _HEADER.size + _TRAILER.size or not data.endswith(TAG):
+    after its body, or None (see `extraction_span`)."""
+    span = extraction_span(data[-TRAILER_BYTES:], len(data), slug)
+    if span is None:
         return None
-    length, held, _ = _TRAILER.unpack_from(data, size - _TRAILER.size)
-    start = size - _TRAILER.size - length
-    if start < _HEADER.size or held != slug.encode("ascii"):
-        return None
-    if _HEADER.unpack_from(data, start - _HEADER.size) != (
-        SKIPPABLE_MAGIC,
-        length + _TRAILER.size,
-    ):
+    start, length = span
+    if not header_fits(data[start - HEADER_BYTES : start], length):
         return None
     return memoryview(data)[start : start + length]

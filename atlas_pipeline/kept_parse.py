@@ -71,6 +71,9 @@ def parse_kept(
     so)."""
     store = _store(keep.root)
     try:
+        # touched before the cache is read and the parse runs, as a put would: the sweeper
+        # then spares a stored body (and the text it carries) for as long as this takes
+        stored = store.touch(keep.key)
         cached = store.get_extraction(keep.key, keep.version) if want_text else None
     except OSError as exc:
         raise KeepFailed(f"body store {keep.root}: {exc}") from None
@@ -78,7 +81,7 @@ def parse_kept(
     out["reused"] = cached is not None
     fresh = out["extraction"] if want_text and cached is None else None
     try:
-        store.put_parsed(keep.key, body, keep.version, fresh)
+        store.put_parsed(keep.key, body, keep.version, fresh, stored)
     except OSError as exc:
         raise KeepFailed(f"body store {keep.root}: {exc}") from None
     if not want_text:

@@ -179,6 +179,46 @@ def test_an_extraction_written_later_wins_over_the_one_in_the_body_file(
     assert store.get_extraction(key, "v2") == {"text": "v2"}
 
 
+@pytest.mark.parametrize("order", ["text first", "text last"])
+def test_two_writers_of_one_new_body_never_lose_the_text(store: BodyStore, order: str) -> None:
+    """Two workers parse the same bytes at once (two URLs of a batch, one asked for the text),
+    both before either file exists. Whichever writes last, the text stands: a body file is
+    never replaced, and a writer that finds one there keeps its text in a file of its own."""
+    key = digest(BODY)
+    writes = [(RESULT, "with text"), (None, "links only")]
+    for extraction, _ in writes if order == "text first" else writes[::-1]:
+        store.put_parsed(key, BODY, "v1", extraction, stored=False)  # both saw no body
+    assert store.get(key) == BODY
+    assert store.get_extraction(key, "v1") == RESULT
+    assert not [p for p in files(store.root) if p.name.startswith(".tmp-")]
+
+
+def test_a_plain_put_racing_a_parsed_one_keeps_the_text(store: BodyStore) -> None:
+    """The batch stores a body itself (its worker died, or the bytes did not change) while a
+    worker's parse of the same bytes lands: the batch's copy never replaces the worker's."""
+    key = digest(BODY)
+    store.put_parsed(key, BODY, "v1", RESULT, stored=False)
+    store._write_atomic(store._file(key, ".zst"), b"not this", replace=False)
+    assert store.get_extraction(key, "v1") == RESULT and store.get(key) == BODY
+
+
+def test_without_hard_links_a_body_is_still_written(
+    store: BodyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file system that refuses hard links (some network and FUSE mounts) gets the plain
+    rename a body was always written with."""
+    import os
+
+    def refuse(*_: object) -> None:
+        raise PermissionError("no hard links here")
+
+    monkeypatch.setattr(os, "link", refuse)
+    key = digest(BODY)
+    store.put_parsed(key, BODY, "v1", RESULT)
+    assert store.get(key) == BODY and store.get_extraction(key, "v1") == RESULT
+    assert [p.name for p in files(store.root)] == [f"{key}.zst"]
+
+
 def test_the_sweeper_takes_the_extraction_with_the_body(store: BodyStore) -> None:
     key = digest(b"orphan")
     store.put_parsed(key, b"orphan", "v1", RESULT)

@@ -9,10 +9,14 @@ import pytest
 import zstandard
 
 from atlas_pipeline.body_codec import (
+    HEADER_BYTES,
     SKIPPABLE_MAGIC,
     TAG,
+    TRAILER_BYTES,
     embedded_extraction,
     extraction_frame,
+    extraction_span,
+    header_fits,
     pack,
     unpack,
 )
@@ -55,10 +59,14 @@ def _cut(data: bytes) -> bytes:
         ("an empty file", b""),
         ("another version's", pack(BODY) + extraction_frame("ba9876543210", RAW)),
         ("a file cut short", _cut(pack(BODY) + extraction_frame(SLUG, RAW))),
-        ("only a trailer's worth of bytes", b"x" * 24 + TAG[:0]),
+        (
+            "a trailer and no room for a frame header",
+            b"x" * 7 + struct.pack("<I12s8s", 0, SLUG.encode(), TAG),
+        ),
         # a body that merely ends like a trailer: the length points before the file, or at
         # bytes that are no skippable frame of that size
-        ("a length past the start", struct.pack("<I12s8s", 10**6, SLUG.encode(), TAG)),
+        ("a length past the start", b"x" * 64 + struct.pack("<I12s8s", 10**6, SLUG.encode(), TAG)),
+        ("a length one past the start", b"x" * 64 + struct.pack("<I12s8s", 57, SLUG.encode(), TAG)),
         ("no frame header", b"\0" * 40 + struct.pack("<I12s8s", 4, SLUG.encode(), TAG)),
         (
             "a header of another size",
@@ -82,3 +90,19 @@ def test_a_slug_must_be_twelve_ascii_characters() -> None:
     for bad in ("short", "0123456789abc", "0123456789aé"):
         with pytest.raises(ValueError, match="12 ASCII"):
             extraction_frame(bad, RAW)
+
+
+def test_a_frame_is_found_from_the_files_end_without_its_body() -> None:
+    """What a reader of a file does: the last 24 bytes and the size give the span, the 8
+    bytes before it must be the frame's header; the body's bytes are never needed."""
+    body_frame = pack(BODY)
+    data = body_frame + extraction_frame(SLUG, RAW)
+    span = extraction_span(data[-TRAILER_BYTES:], len(data), SLUG)
+    assert span == (len(body_frame) + HEADER_BYTES, len(RAW))
+    start, length = span
+    assert header_fits(data[start - HEADER_BYTES : start], length)
+    assert not header_fits(data[start - HEADER_BYTES : start], length + 1)
+    # a size that is off (a file grown since it was measured) points at no header
+    shifted = extraction_span(data[-TRAILER_BYTES:], len(data) + 1, SLUG)
+    assert shifted == (start + 1, length)
+    assert not header_fits(data[start + 1 - HEADER_BYTES : start + 1], length)

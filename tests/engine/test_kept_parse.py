@@ -108,3 +108,36 @@ def test_a_store_that_cannot_be_written_is_an_os_error_not_a_parse_failure(
     # the worker goes on: the next document is parsed and kept
     ok = pool.submit(body, URL, None, True, (), _keep(tmp_path, body)).result(timeout=120)
     assert ok["extraction"]["text_chars"] > 0
+
+
+def test_a_stored_body_is_touched_before_its_parse_so_the_sweeper_spares_its_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes stored a while ago, unreferenced, fetched again: the orphan sweeper runs while
+    the worker parses them. The worker touched the body before it looked in the cache, so
+    the sweeper spares the body and the text it carries, which the answer says it reused."""
+    import os
+    import time
+
+    from atlas_pipeline import kept_parse
+
+    body = page(6)
+    keep = _keep(tmp_path, body)
+    store = BodyStore(tmp_path)
+    first = kept_parse.parse_kept(body, URL, None, True, (), keep)
+    path = Path(store.uri(keep.key).removeprefix("file://"))
+    old = time.time() - 2 * 86_400
+    os.utime(path, (old, old))
+    swept: list[int] = []
+    parse = kept_parse.parse_page
+
+    def parse_during_a_sweep(*args: object, **kwargs: object) -> dict[str, object]:
+        swept.append(store.sweep_orphans(set, grace_s=86_400).deleted)
+        return parse(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kept_parse, "parse_page", parse_during_a_sweep)
+    again = kept_parse.parse_kept(body, URL, None, True, (), keep)
+    assert swept == [0] and again["reused"] is True
+    assert again["extraction"] == first["extraction"]
+    stored = store.get_extraction(keep.key, d.EXTRACTION_VERSION)
+    assert stored is not None and "Paragraph 5" in stored["text"]

@@ -79,6 +79,9 @@ def test_an_unparseable_page_and_an_unreadable_sitemap_cost_only_themselves(
     heavy, sitemap = by_url[f"{base}/heavy"], by_url[f"{base}/broken.xml"]
     assert heavy["reason"] == "parse_timeout" and "CPU" in heavy["error"]
     assert urls[f"{base}/heavy"]["state"] == "quarantined"
+    # its body is kept all the same: the worker that would have stored it with its text was
+    # stopped mid-parse, so the batch stored it before committing the failure
+    assert heavy["body_key"] and engine.bodies.get(heavy["body_key"]) == HEAVY.encode()
     assert sitemap["reason"] == "sitemap_unreadable" and "not XML" in sitemap["error"]
     assert urls[f"{base}/broken.xml"]["state"] == "quarantined"
     # ... and the batch went on: the rest of the site is fetched and parsed

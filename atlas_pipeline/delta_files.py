@@ -85,9 +85,12 @@ def write_files(
                 path.parent.mkdir(parents=True, exist_ok=True)
                 written.append(path)
                 sink = pa.OSFile(str(path), "wb")
+                # by name only with plain columns (flat tables): pyarrow matches a nested
+                # column's leaves by path, which a top-level name would miss
+                chosen: list[str] | bool = dictionary if plain else True
                 writer = pq.ParquetWriter(
-                    sink, data_schema, compression="snappy", use_dictionary=dictionary,
-                    write_statistics=dictionary,
+                    sink, data_schema, compression="snappy", use_dictionary=chosen,
+                    write_statistics=chosen,
                 )  # fmt: skip
                 rows, nulls = 0, [0] * len(data_schema)
             writer.write_batch(data)

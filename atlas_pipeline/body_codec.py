@@ -91,15 +91,3 @@ def header_fits(header: bytes, length: int) -> bool:
         SKIPPABLE_MAGIC,
         length + TRAILER_BYTES,
     )
-
-
-def embedded_extraction(data: bytes, slug: str) -> memoryview | None:
-    """The JSON of the extraction of version `slug` that `data` (a whole body file) carries
-    after its body, or None (see `extraction_span`)."""
-    span = extraction_span(data[-TRAILER_BYTES:], len(data), slug)
-    if span is None:
-        return None
-    start, length = span
-    if not header_fits(data[start - HEADER_BYTES : start], length):
-        return None
-    return memoryview(data)[start : start + length]

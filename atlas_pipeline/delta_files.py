@@ -51,7 +51,11 @@ def write_files(
     written so far are deleted."""
     folder = "/".join(f"{k}={quote(v, safe='')}" for k, v in partition.items())
     data_schema = pa.schema([f for f in reader.schema if f.name not in partition])
-    dictionary = [f.name for f in data_schema if f.name not in plain]
+    # by name only with plain columns (flat tables): pyarrow matches a nested column's
+    # leaves by path, which a top-level name would miss
+    chosen: list[str] | bool = (
+        [f.name for f in data_schema if f.name not in plain] if plain else True
+    )
     actions: list[AddAction | RemoveAction] = []
     written: list[Path] = []
     sink: pa.OSFile | None = None
@@ -85,9 +89,6 @@ def write_files(
                 path.parent.mkdir(parents=True, exist_ok=True)
                 written.append(path)
                 sink = pa.OSFile(str(path), "wb")
-                # by name only with plain columns (flat tables): pyarrow matches a nested
-                # column's leaves by path, which a top-level name would miss
-                chosen: list[str] | bool = dictionary if plain else True
                 writer = pq.ParquetWriter(
                     sink, data_schema, compression="snappy", use_dictionary=chosen,
                     write_statistics=chosen,

@@ -1,19 +1,21 @@
 """The body file's layout (body_codec): the body's zstd frame, then the extraction in a
-skippable frame found from the file's end; bytes that do not add up are no extraction."""
+skippable frame found from the file's end; bytes that do not add up are no extraction. The
+files are read the way the store reads them (`BodyStore._embedded`: two reads from the end)."""
 
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 import zstandard
 
+from atlas_pipeline.bodies import BodyStore, _slug, digest
 from atlas_pipeline.body_codec import (
     HEADER_BYTES,
     SKIPPABLE_MAGIC,
     TAG,
     TRAILER_BYTES,
-    embedded_extraction,
     extraction_frame,
     extraction_span,
     header_fits,
@@ -22,7 +24,21 @@ from atlas_pipeline.body_codec import (
 )
 
 BODY = b"<html><body><p>chip supply</p></body></html>" * 20
-SLUG = "0123456789ab"
+VERSION = "trafilatura/v1"
+SLUG = _slug(VERSION)
+OTHER_SLUG = _slug("trafilatura/v2")
+
+
+def _read(root: Path, data: bytes) -> bytes | None:
+    """What the store reads as the extraction of VERSION from a body file holding `data`."""
+    store = BodyStore(root)
+    key = digest(BODY)
+    path = Path(store._file(key, ".zst"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return store._embedded(key, VERSION)
+
+
 RAW = '{"text": "Grüße, 東京"}'.encode()
 
 
@@ -35,17 +51,15 @@ def test_the_frame_is_a_zstd_skippable_frame_with_the_json_and_a_trailer() -> No
     assert frame.endswith(struct.pack("<I", len(RAW)) + SLUG.encode() + TAG)
 
 
-def test_a_body_file_gives_back_both() -> None:
+def test_a_body_file_gives_back_both(tmp_path: Path) -> None:
     data = pack(BODY) + extraction_frame(SLUG, RAW)
     assert unpack(data, ".zst") == BODY
-    found = embedded_extraction(data, SLUG)
-    assert found is not None and bytes(found) == RAW
+    assert _read(tmp_path, data) == RAW
     assert zstandard.ZstdDecompressor().decompress(data) == BODY
 
 
-def test_an_empty_extraction_is_still_one() -> None:
-    found = embedded_extraction(pack(BODY) + extraction_frame(SLUG, b""), SLUG)
-    assert found is not None and bytes(found) == b""
+def test_an_empty_extraction_is_still_one(tmp_path: Path) -> None:
+    assert _read(tmp_path, pack(BODY) + extraction_frame(SLUG, b"")) == b""
 
 
 def _cut(data: bytes) -> bytes:
@@ -57,7 +71,7 @@ def _cut(data: bytes) -> bytes:
     [
         ("the body alone", pack(BODY)),
         ("an empty file", b""),
-        ("another version's", pack(BODY) + extraction_frame("ba9876543210", RAW)),
+        ("another version's", pack(BODY) + extraction_frame(OTHER_SLUG, RAW)),
         ("a file cut short", _cut(pack(BODY) + extraction_frame(SLUG, RAW))),
         (
             "a trailer and no room for a frame header",
@@ -82,8 +96,8 @@ def _cut(data: bytes) -> bytes:
         ),
     ],
 )
-def test_bytes_that_do_not_add_up_are_no_extraction(case: str, data: bytes) -> None:
-    assert embedded_extraction(data, SLUG) is None, case
+def test_bytes_that_do_not_add_up_are_no_extraction(tmp_path: Path, case: str, data: bytes) -> None:
+    assert _read(tmp_path, data) is None, case
 
 
 def test_a_slug_must_be_twelve_ascii_characters() -> None:

@@ -333,10 +333,12 @@ def _data_dir(args: argparse.Namespace) -> Iterator[Path]:
     ~20,000 files at its end made the next run slower. On ext4 without a journal (this
     machine kind's root file system) the inode allocator passes over every inode freed in the
     last ~30 s (``recently_deleted``, reading its inode table block), so for half a minute
-    after a big delete each file create costs more kernel time: 0.18 ms a file after a
-    quiet spell, 1.0-1.9 ms right after deleting 3,000 files (measured with a create, write
-    and rename loop). Only Atlas writes files, so a contender's own clean-up weighed on the
-    next Atlas round alone. Run on its own (no ``--urls-file``) it cleans up as before."""
+    after a big delete each file create costs more kernel time. Measured with a loop of
+    create, write, hard link and unlink of 3,000 files: 1.0-1.9 ms a file right after the
+    previous loop's 3,000 files were deleted, about 0.5 ms 45 s later, 0.18 ms with the inode
+    tables out of the cache. Only Atlas writes files, so a contender's own clean-up weighed
+    on the next Atlas round alone (its workers' kernel time rose from 3.8 to 8.7 s over four
+    runs back to back). Run on its own (no ``--urls-file``) it cleans up as before."""
     if not args.urls_file:
         with tempfile.TemporaryDirectory(prefix="atlas-bench-") as tmp:
             yield Path(tmp)

@@ -14,8 +14,9 @@ at the first frame's end) and older Atlas readers alike.
 
 The skippable frame's payload: the extraction's UTF-8 JSON, then a fixed 24-byte trailer
 (the JSON's length as a little-endian u32, the 12-character slug of its extraction version,
-and TAG), so a reader finds it from the file's end: two small reads, not the body's bytes. Extractions
-written later (another version, a re-extraction, an object store) stay in their own files.
+and TAG), so a reader finds it from the file's end: two small reads, not the body's bytes.
+Extractions written later (another version, a re-extraction, an object store) stay in their
+own files.
 """
 
 from __future__ import annotations

@@ -80,8 +80,8 @@ EXTRACTION_VERSION = "trafilatura-2.3.1/v1"
 # back to back: 4 took 4.2 URLs a claim (2,379 claims, 7.1 s of store CPU, 0.74x the plain
 # loop's pages/s); 8 took 8.2 (1,212 claims, 5.6 s, 0.77x); 16 (with the commit window
 # below at 0.1 s) took 16.2 (615 claims, 4.2 s). Memory: at most workers x this many bodies
-# of up to limits.max_body_bytes wait here (peak RSS of the run above: 291 MiB; today's runs
-# at 8: 290 to 396 MiB).
+# of up to limits.max_body_bytes wait here (peak RSS of the run above: 291 MiB; runs at 8
+# the same day: 290 to 396 MiB).
 PARSE_BACKLOG_PER_WORKER = 16
 # Results are committed in groups: when this many wait, or the oldest has waited this long
 # (one discovery and one transaction per group, not per page; the slot went back already,

@@ -36,13 +36,13 @@ def inspect(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
 _IN_HOURS = re.compile(r"\(in (\d+\.\d) h\)")
 
 
-def same_verdict_but_the_clock(a: str, b: str) -> bool:
+def assert_same_verdict_but_the_clock(a: str, b: str) -> None:
     """Two verdicts rendered moments apart are the same text but for the hours left until
     the revisit, which may differ by one rounding step (0.1 h) when the calls straddle it."""
     ha, hb = _IN_HOURS.findall(a), _IN_HOURS.findall(b)
     assert len(ha) == len(hb) == 1, (a, b)
     assert abs(float(ha[0]) - float(hb[0])) <= 0.1 + 1e-9, (a, b)
-    return _IN_HOURS.sub("(in ? h)", a) == _IN_HOURS.sub("(in ? h)", b)
+    assert _IN_HOURS.sub("(in ? h)", a) == _IN_HOURS.sub("(in ? h)", b)
 
 
 def inspect_json(cfg: Path, url: str) -> dict[str, Any]:
@@ -125,8 +125,7 @@ def test_a_fetched_page_shows_its_fetch_discovery_document_and_pause(
     res = inspect(crawl["cfg"], page)
     assert res.returncode == 0, res.stderr
     text = res.stdout
-    first_line = text.splitlines()[0]
-    assert same_verdict_but_the_clock(first_line, f"verdict: {got['verdict']}")
+    assert_same_verdict_but_the_clock(text.splitlines()[0], f"verdict: {got['verdict']}")
     assert "Fetches (1)" in text and " 200 fetched " in text
     assert f"first: c0001  {row['source']}" in text
     assert f"{doc['title'][0]!r}" in text and "complaint #12" in text

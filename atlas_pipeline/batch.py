@@ -57,6 +57,7 @@ from .egress import DnsCachePolicy, EgressGate
 from .errors import StoreOutageTooLong, StoreUnavailable
 from .extractor_pool import ExtractorPool
 from .fetcher import Response, fetch, make_session
+from .heap import start_heap_frozen
 from .outcomes import Outcomes
 from .politeness import send_delay
 from .reasons import Reason
@@ -799,9 +800,10 @@ def run_batch(
     thread, Ctrl-C (SIGINT) interrupts the batch gracefully (FetchBatch.interrupt;
     `stats.interrupted` tells), a second one at once."""
     batch = FetchBatch(cfg, store, bodies, pool, cycle, shard, on_progress=on_progress)
-    stats = asyncio.run(_interruptible(batch))
-    if on_progress is not None:
-        on_progress(stats)
+    with start_heap_frozen():
+        stats = asyncio.run(_interruptible(batch))
+        if on_progress is not None:
+            on_progress(stats)
     return stats
 
 

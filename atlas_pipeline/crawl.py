@@ -21,6 +21,7 @@ from .config import CrawlConfig
 from .coordination import BatchLease, CoordinationStore, OriginPolicy, TrapCaps, open_store
 from .errors import BatchInterrupted
 from .extractor_pool import ExtractorPool, ParserFailure, shared_pool
+from .heap import start_heap_frozen
 from .lake import Lake, Written
 from .reasons import Reason
 from .regions.audit import ownership_rows
@@ -111,13 +112,16 @@ def fetch_shard(
         limits = engine.cfg.limits
         pool = shared_pool(engine.cfg.extraction_workers, limits.parser_cpu_s,
                            limits.parser_memory_mb)  # fmt: skip
-    stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard, on_progress)
-    if stats.interrupted:
-        # Stopping was asked for: the lake write (seconds, for a large partition) waits for
-        # the partition's re-run, which finds every committed record in the store.
-        raise BatchInterrupted(cycle, shard, sum(stats.outcomes.values()), stats.given_back)
-    failpoints.hit("before_lake_write")
-    return FetchResult(stats, lease, *write_fetch_partitions(engine, cycle, shard, lease.fence))
+    with start_heap_frozen():  # the batch's and the lake write's collections skip it
+        stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard,
+                          on_progress)  # fmt: skip
+        if stats.interrupted:
+            # Stopping was asked for: the lake write (seconds, for a large partition) waits
+            # for the partition's re-run, which finds every committed record in the store.
+            raise BatchInterrupted(cycle, shard, sum(stats.outcomes.values()), stats.given_back)
+        failpoints.hit("before_lake_write")
+        written = write_fetch_partitions(engine, cycle, shard, lease.fence)
+    return FetchResult(stats, lease, *written)
 
 
 def write_fetch_partitions(

@@ -1,0 +1,127 @@
+"""A fetch batch and its lake write run with the start-up heap frozen out of full collections,
+and give it back to the collector when they end."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from atlas_pipeline.batch import BatchStats
+from atlas_pipeline.config import config_from_mapping
+from atlas_pipeline.crawl import Engine, FetchResult, fetch_shard, plan_frontier
+from atlas_pipeline.heap import start_heap_frozen
+from tests.conftest import serving_app
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.other: _Node | None = None
+
+
+def _cycle() -> weakref.ref[_Node]:
+    """A reference cycle nothing else holds: only a collection frees it."""
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
+@pytest.fixture()
+def unfrozen() -> Iterator[None]:
+    assert gc.get_freeze_count() == 0, "a test left the heap frozen"
+    yield
+    gc.unfreeze()
+
+
+def test_the_heap_is_frozen_inside_and_collected_again_after(unfrozen: None) -> None:
+    before = _cycle()
+    with start_heap_frozen():
+        # garbage of before the block is collected, not kept frozen for its length
+        assert before() is None
+        assert gc.get_freeze_count() > 0
+        inside = _cycle()
+        gc.collect()
+        assert inside() is None  # what the block allocates stays collectable
+    assert gc.get_freeze_count() == 0
+
+
+def test_garbage_that_was_frozen_is_collected_after_the_block(unfrozen: None) -> None:
+    with start_heap_frozen():
+        probe = _cycle()
+        gc.freeze()  # the cycle, garbage already, is in the permanent generation now
+        gc.collect()
+        assert probe() is not None  # frozen: no collection sees it
+    gc.collect()
+    assert probe() is None  # back with the collector once the block is over
+
+
+def test_a_heap_frozen_by_the_caller_stays_frozen(unfrozen: None) -> None:
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    with start_heap_frozen():
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == frozen  # the caller's to undo
+
+
+def test_an_error_in_the_block_still_gives_the_heap_back(unfrozen: None) -> None:
+    with pytest.raises(RuntimeError), start_heap_frozen():
+        assert gc.get_freeze_count() > 0
+        raise RuntimeError("the batch failed")
+    assert gc.get_freeze_count() == 0
+
+
+def six_pages_crawled(
+    tmp_path: Path,
+    on_progress: Callable[[BatchStats], None] | None = None,
+    prepare: Callable[[Engine], None] | None = None,
+) -> FetchResult:
+    """One fetch_shard of a loopback site of six linked pages (`prepare` sees the engine
+    before the batch)."""
+    app = web.Application()
+
+    async def page(request: web.Request) -> web.Response:
+        n = int(request.match_info["n"])
+        links = "".join(f"<a href='/p/{k}'>page {k}</a>" for k in (n + 1, n + 2) if k < 6)
+        text = f"<p>Page {n} of six, about the harbour's {n + 1} cranes and their tolls.</p>"
+        return web.Response(text=f"<html><body><article>{text * 20}</article>{links}</body></html>",
+                            content_type="text/html")  # fmt: skip
+
+    async def robots(_: web.Request) -> web.Response:
+        return web.Response(text="User-agent: *\nAllow: /\n")
+
+    app.router.add_get("/robots.txt", robots)
+    app.router.add_get("/p/{n}", page)
+    with serving_app(app) as port:
+        cfg = config_from_mapping(
+            {"seeds": [f"http://six.example.test:{port}/p/0"], "data_dir": str(tmp_path),
+             "shards": 1, "politeness": {"min_gap_s": 0.0},
+             "resolve": {"six.example.test": "127.0.0.1"}, "resolve_only": True},
+            base_dir=tmp_path,
+        )  # fmt: skip
+        engine = Engine.from_config(cfg)
+        try:
+            if prepare is not None:
+                prepare(engine)
+            plan_frontier(engine, "c0001", 0)
+            return fetch_shard(engine, "c0001", 0, on_progress=on_progress)
+        finally:
+            engine.close()
+
+
+def test_a_batch_runs_with_its_heap_frozen_and_leaves_it_unfrozen(
+    unfrozen: None, tmp_path: Path
+) -> None:
+    seen: list[tuple[int, int]] = []
+
+    def progress(stats: BatchStats) -> None:
+        seen.append((sum(stats.outcomes.values()), gc.get_freeze_count()))
+
+    result = six_pages_crawled(tmp_path, progress)
+    assert result.stats.outcomes.get("fetched", 0) == 6
+    assert seen and seen[-1][0] >= 6
+    assert all(frozen > 0 for _, frozen in seen)  # every report came from a frozen heap
+    assert gc.get_freeze_count() == 0

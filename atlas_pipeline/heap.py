@@ -11,6 +11,12 @@ together 1.15 s. `gc.freeze()` moves the heap of the moment into the permanent g
 which no collection walks; what the batch itself allocates is collected as before. With it,
 the same crawl's full collections took 0.22 s, all of them 0.65 s.
 
+The youngest generation is collected every YOUNG_OBJECTS allocations instead of every 700
+(the interpreter's default; 3.13 raised it to 2,000): a page's records, links and futures
+are a few thousand short-lived objects, most of them gone before a collection would look
+at them, so the collections that ran found little to free. Together with the freeze the
+crawl's collections took 0.34 s (345 young ones instead of 1,317).
+
 It is undone when the batch ends (`gc.unfreeze()`), so a process that runs batch after batch
 (tests, a long `atlas crawl`) never keeps a cycle alive that became garbage while it was
 frozen: such a cycle waits only for the next full collection after the batch. A caller who
@@ -23,17 +29,23 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
+YOUNG_OBJECTS = 10_000  # tracked objects allocated, less those freed, between two young collections
+
 
 @contextlib.contextmanager
 def start_heap_frozen() -> Iterator[None]:
-    """Freeze the heap as it is now for the block, then return it to the collector."""
+    """Freeze the heap as it is now for the block, then return it to the collector; the
+    youngest generation is collected every YOUNG_OBJECTS allocations meanwhile."""
     if gc.get_freeze_count() or not gc.isenabled():
         yield  # someone froze it (or turned collection off) for their own reasons: theirs
         return
     # garbage of before the batch is collected now rather than kept for the batch's length
     gc.collect()
     gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(YOUNG_OBJECTS, *thresholds[1:])
     try:
         yield
     finally:
+        gc.set_threshold(*thresholds)
         gc.unfreeze()

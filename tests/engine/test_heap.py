@@ -14,7 +14,7 @@ from aiohttp import web
 from atlas_pipeline.batch import BatchStats
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, FetchResult, fetch_shard, plan_frontier
-from atlas_pipeline.heap import start_heap_frozen
+from atlas_pipeline.heap import YOUNG_OBJECTS, start_heap_frozen
 from tests.conftest import serving_app
 
 
@@ -57,6 +57,17 @@ def test_garbage_that_was_frozen_is_collected_after_the_block(unfrozen: None) ->
         assert probe() is not None  # frozen: no collection sees it
     gc.collect()
     assert probe() is None  # back with the collector once the block is over
+
+
+def test_the_young_generation_waits_longer_inside_and_as_before_after(unfrozen: None) -> None:
+    before = gc.get_threshold()
+    with start_heap_frozen():
+        assert gc.get_threshold() == (YOUNG_OBJECTS, *before[1:])
+        assert before[0] < YOUNG_OBJECTS
+    assert gc.get_threshold() == before
+    with pytest.raises(RuntimeError), start_heap_frozen():
+        raise RuntimeError("the batch failed")
+    assert gc.get_threshold() == before
 
 
 def test_a_heap_frozen_by_the_caller_stays_frozen(unfrozen: None) -> None:

@@ -1,5 +1,6 @@
-"""A fetch batch and its lake write run with the start-up heap frozen out of full collections,
-and give it back to the collector when they end."""
+"""A fetch batch and its lake write run with the start-up heap frozen out of full collections
+and the youngest generation collected less often, and give both back as they were when they
+end."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -798,21 +798,54 @@ def run_batch(
     """Sync boundary for assets and the CLI; `on_progress` hears about the batch every
     `limits.progress_every_s` and once when it ends, however short it was. In the main
     thread, Ctrl-C (SIGINT) interrupts the batch gracefully (FetchBatch.interrupt;
-    `stats.interrupted` tells), a second one at once."""
-    batch = FetchBatch(cfg, store, bodies, pool, cycle, shard, on_progress=on_progress)
-    with start_heap_frozen():
-        stats = asyncio.run(_interruptible(batch))
-        if on_progress is not None:
-            on_progress(stats)
+    `stats.interrupted` tells), a second one at once, from the moment this is called."""
+    with _ctrl_c_held() as held:
+        batch = FetchBatch(cfg, store, bodies, pool, cycle, shard, on_progress=on_progress)
+        with start_heap_frozen():
+            stats = asyncio.run(_interruptible(batch, held))
+            if on_progress is not None:
+                on_progress(stats)
     return stats
 
 
-async def _interruptible(batch: FetchBatch) -> BatchStats:
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[list[float]]:
+    """Holds a Ctrl-C that comes before the batch's loop takes SIGINT over (while the batch
+    is set up and the heap collected: a fraction of a second) for the batch, which starts
+    interrupted. Left to the handler before, it would be lost to the batch: Dagster's notes
+    it for later, and the batch ran to its end. A second one stops at once, as during the
+    batch; one that comes after the batch, and was not the batch's, goes on to that
+    handler when this ends."""
+    held: list[float] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, frame: object) -> None:
+        if held:
+            raise KeyboardInterrupt
+        held.append(time.monotonic())
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield held
+    except BaseException:
+        signal.signal(signal.SIGINT, previous)
+        raise
+    signal.signal(signal.SIGINT, previous)
+    if held:  # after the batch's own: the handler before gets it, as it would have
+        signal.raise_signal(signal.SIGINT)
+
+
+async def _interruptible(batch: FetchBatch, held: list[float] | None = None) -> BatchStats:
     if threading.current_thread() is not threading.main_thread():
         return await batch.run()
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
     loop.add_signal_handler(signal.SIGINT, batch.interrupt)
+    if held:  # a Ctrl-C came while the batch was being set up: it is this batch's
+        held.clear()
+        batch.interrupt()
     try:
         return await batch.run()
     finally:

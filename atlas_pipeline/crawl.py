@@ -112,14 +112,15 @@ def fetch_shard(
         limits = engine.cfg.limits
         pool = shared_pool(engine.cfg.extraction_workers, limits.parser_cpu_s,
                            limits.parser_memory_mb)  # fmt: skip
-    with start_heap_frozen():  # the batch's and the lake write's collections skip it
-        stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard,
-                          on_progress)  # fmt: skip
-        if stats.interrupted:
-            # Stopping was asked for: the lake write (seconds, for a large partition) waits
-            # for the partition's re-run, which finds every committed record in the store.
-            raise BatchInterrupted(cycle, shard, sum(stats.outcomes.values()), stats.given_back)
-        failpoints.hit("before_lake_write")
+    stats = run_batch(engine.cfg, engine.store, engine.bodies, pool, cycle, shard, on_progress)
+    if stats.interrupted:
+        # Stopping was asked for: the lake write (seconds, for a large partition) waits for
+        # the partition's re-run, which finds every committed record in the store.
+        raise BatchInterrupted(cycle, shard, sum(stats.outcomes.values()), stats.given_back)
+    failpoints.hit("before_lake_write")
+    # Frozen here, not around the batch as well: the batch freezes it for itself once it
+    # holds Ctrl-C (a collection before that left a Ctrl-C to whoever had SIGINT then)
+    with start_heap_frozen():
         written = write_fetch_partitions(engine, cycle, shard, lease.fence)
     return FetchResult(stats, lease, *written)
 

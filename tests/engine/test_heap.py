@@ -5,6 +5,8 @@ end."""
 from __future__ import annotations
 
 import gc
+import signal
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ from aiohttp import web
 from atlas_pipeline.batch import BatchStats
 from atlas_pipeline.config import config_from_mapping
 from atlas_pipeline.crawl import Engine, FetchResult, fetch_shard, plan_frontier
+from atlas_pipeline.errors import BatchInterrupted
 from atlas_pipeline.heap import YOUNG_OBJECTS, start_heap_frozen
 from tests.conftest import serving_app
 
@@ -137,3 +140,53 @@ def test_a_batch_runs_with_its_heap_frozen_and_leaves_it_unfrozen(
     assert seen and seen[-1][0] >= 6
     assert all(frozen > 0 for _, frozen in seen)  # every report came from a frozen heap
     assert gc.get_freeze_count() == 0
+
+
+def test_a_ctrl_c_while_the_heap_is_collected_interrupts_the_batch(
+    unfrozen: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heap is collected once the batch holds SIGINT: a Ctrl-C that comes then is the
+    batch's, which stops at once with nothing fetched, never the handler's before it (a
+    Dagster run worker's notes it for later, and the batch ran to its end: CI saw a shard
+    run of `atlas crawl` go on fetching seconds after a Ctrl-C)."""
+    before: list[int] = []  # what the handler in place before the batch got (Dagster's)
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: before.append(signum))
+    collect = gc.collect
+    signalled: list[float] = []
+
+    def ctrl_c_while_collecting(*args: int) -> int:
+        if not signalled:  # the first collection: the batch's own, as it starts
+            signalled.append(time.monotonic())
+            signal.raise_signal(signal.SIGINT)
+        return collect(*args)
+
+    monkeypatch.setattr(gc, "collect", ctrl_c_while_collecting)
+    try:
+        with pytest.raises(BatchInterrupted, match="0 results committed") as stopped:
+            six_pages_crawled(tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert signalled, "the batch collected no garbage"
+    assert before == []  # the batch took it
+    assert stopped.value.committed == 0
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_ctrl_c_after_the_batch_goes_on_to_the_handler_before(
+    unfrozen: None, tmp_path: Path
+) -> None:
+    """One that comes once the batch is over (here: while it reports its end) was not the
+    batch's: the handler in place before gets it."""
+    before: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: before.append(signum))
+
+    def progress(stats: BatchStats) -> None:
+        if stats.finished_at:  # the report at the end, after the loop gave SIGINT back
+            signal.raise_signal(signal.SIGINT)
+
+    try:
+        result = six_pages_crawled(tmp_path, progress)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert result.stats.outcomes.get("fetched", 0) == 6 and not result.stats.interrupted
+    assert before == [signal.SIGINT]

@@ -15,7 +15,9 @@ The youngest generation is collected every YOUNG_OBJECTS allocations instead of 
 (the interpreter's default; 3.13 raised it to 2,000): a page's records, links and futures
 are a few thousand short-lived objects, most of them gone before a collection would look
 at them, so the collections that ran found little to free. Together with the freeze the
-crawl's collections took 0.34 s (345 young ones instead of 1,317).
+crawl's collections took 0.34 s (345 young ones instead of 1,317), and 0.44 s once the lake
+write after the batch collected and froze the heap on its own (`crawl.fetch_shard`: a batch
+collects only once it holds Ctrl-C).
 
 It is undone when the batch ends (`gc.unfreeze()`), so a process that runs batch after batch
 (tests, a long `atlas crawl`) never keeps a cycle alive that became garbage while it was

@@ -809,14 +809,14 @@ def run_batch(
 
 
 @contextlib.contextmanager
-def _ctrl_c_held() -> Iterator[list[float]]:
+def _ctrl_c_held() -> Iterator[list[bool]]:
     """Holds a Ctrl-C that comes before the batch's loop takes SIGINT over (while the batch
     is set up and the heap collected: a fraction of a second) for the batch, which starts
     interrupted. Left to the handler before, it would be lost to the batch: Dagster's notes
     it for later, and the batch ran to its end. A second one stops at once, as during the
     batch; one that comes after the batch, and was not the batch's, goes on to that
     handler when this ends."""
-    held: list[float] = []
+    held: list[bool] = []  # one entry: a Ctrl-C is held
     if threading.current_thread() is not threading.main_thread():
         yield held
         return
@@ -824,7 +824,7 @@ def _ctrl_c_held() -> Iterator[list[float]]:
     def hold(signum: int, frame: object) -> None:
         if held:
             raise KeyboardInterrupt
-        held.append(time.monotonic())
+        held.append(True)
 
     previous = signal.signal(signal.SIGINT, hold)
     try:
@@ -837,7 +837,7 @@ def _ctrl_c_held() -> Iterator[list[float]]:
         signal.raise_signal(signal.SIGINT)
 
 
-async def _interruptible(batch: FetchBatch, held: list[float] | None = None) -> BatchStats:
+async def _interruptible(batch: FetchBatch, held: list[bool] | None = None) -> BatchStats:
     if threading.current_thread() is not threading.main_thread():
         return await batch.run()
     loop = asyncio.get_running_loop()

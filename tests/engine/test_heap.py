@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import signal
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -92,10 +91,8 @@ def test_an_error_in_the_block_still_gives_the_heap_back(unfrozen: None) -> None
 def six_pages_crawled(
     tmp_path: Path,
     on_progress: Callable[[BatchStats], None] | None = None,
-    prepare: Callable[[Engine], None] | None = None,
 ) -> FetchResult:
-    """One fetch_shard of a loopback site of six linked pages (`prepare` sees the engine
-    before the batch)."""
+    """One fetch_shard of a loopback site of six linked pages."""
     app = web.Application()
 
     async def page(request: web.Request) -> web.Response:
@@ -119,8 +116,6 @@ def six_pages_crawled(
         )  # fmt: skip
         engine = Engine.from_config(cfg)
         try:
-            if prepare is not None:
-                prepare(engine)
             plan_frontier(engine, "c0001", 0)
             return fetch_shard(engine, "c0001", 0, on_progress=on_progress)
         finally:
@@ -152,11 +147,11 @@ def test_a_ctrl_c_while_the_heap_is_collected_interrupts_the_batch(
     before: list[int] = []  # what the handler in place before the batch got (Dagster's)
     previous = signal.signal(signal.SIGINT, lambda signum, frame: before.append(signum))
     collect = gc.collect
-    signalled: list[float] = []
+    signalled: list[bool] = []
 
     def ctrl_c_while_collecting(*args: int) -> int:
         if not signalled:  # the first collection: the batch's own, as it starts
-            signalled.append(time.monotonic())
+            signalled.append(True)
             signal.raise_signal(signal.SIGINT)
         return collect(*args)
 
@@ -169,6 +164,35 @@ def test_a_ctrl_c_while_the_heap_is_collected_interrupts_the_batch(
     assert signalled, "the batch collected no garbage"
     assert before == []  # the batch took it
     assert stopped.value.committed == 0
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_second_ctrl_c_while_the_batch_is_set_up_stops_it_at_once(
+    unfrozen: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As during a batch: the second one raises KeyboardInterrupt there and then, and the
+    handler in place before is back afterwards, having got neither."""
+    before: list[int] = []
+    handler = lambda signum, frame: before.append(signum)  # noqa: E731
+    previous = signal.signal(signal.SIGINT, handler)
+    collect = gc.collect
+    signalled: list[bool] = []
+
+    def two_ctrl_c_while_collecting(*args: int) -> int:
+        if not signalled:
+            signalled.append(True)
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+        return collect(*args)
+
+    monkeypatch.setattr(gc, "collect", two_ctrl_c_while_collecting)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            six_pages_crawled(tmp_path)
+        assert signal.getsignal(signal.SIGINT) is handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert signalled and before == []
     assert gc.get_freeze_count() == 0
 
 

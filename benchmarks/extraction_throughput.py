@@ -1,6 +1,6 @@
 """Extraction throughput: Atlas's parse_page and ExtractorPool next to bare trafilatura.
 
-    .venv/bin/python benchmarks/extraction_throughput.py              # 600 pages, best of 3
+    .venv/bin/python benchmarks/extraction_throughput.py              # 600 pages, 3 passes
     .venv/bin/python benchmarks/extraction_throughput.py --pages 200 --repeat 1
 
 The pages are real sandbox HTML (``SandboxWeb(seed=7, page_kb=(5, 40))`` rendered in memory,
@@ -12,15 +12,27 @@ each. In the same run, on the same pages, it times:
 * ``parse_page(body, url, charset, want_text=True)`` in-process, one core: charset
   detection, links through selectolax (lexbor) and text through trafilatura, as a worker runs
   it; and ``want_text=False`` (decode and links only) to show what the links cost;
+* ``parse_kept`` in-process, one core: parse_page, then the body and its text stored in a
+  folder body store, as a crawl's worker does with a local store (a fresh store a pass, kept
+  until the run ends: deleting files makes the next creates dearer on ext4, see
+  crawl_throughput.py). The body's key is computed before the pass (the batch does that,
+  not the worker). Its CPU over parse_page's is what keeping a page costs a worker;
 * ``ExtractorPool`` with 1 worker and with ``os.cpu_count()`` workers: all pages submitted at
   once from this process, as the fetcher does, so the time includes pickling, the pipes, the
   serving threads and the per-document CPU limit, on top of parse_page.
 
-Each in-process contender runs in a fresh spawned process (as the pool's workers are), so
-no contender inherits another's warm caches; each first extracts 20 warm-up pages from
-another seed that are not in the timed set. The pools are warmed the same way (worker
-spawn and imports are reported separately, not timed). Contenders are interleaved round by
-round; the round with the least wall time counts.
+Each in-process contender runs in a spawned process of its own (as the pool's workers are),
+so no contender inherits another's warm caches; each first extracts 20 warm-up pages from
+another seed that are not in the timed set. They are alive at once and take turns, 20 pages
+at a time (the order rotating every block), through --repeat passes, and the mean of the
+passes counts: the machine's speed drifts by 10-30% over minutes on this kind of VM, and a
+contender's whole pass after another's measured that drift as much as the contenders
+(parse_page came out faster than the bare trafilatura it calls). The first pass is over the
+pages the pools get, each later one over as many pages of another seed: trafilatura and
+htmldate memoize functions of strings taken from a page, so a second pass over the same
+pages in one process would be flattered. The pools are
+warmed the same way (worker spawn and imports are reported separately, not timed) and run
+round by round, the order rotating; the round with the least wall time counts.
 
 Pages/s per core: wall pages/s divided by the cores the contender can use (1 for a single
 process; min(workers, cores) for a pool). Pages per CPU-second: pages divided by the CPU
@@ -36,11 +48,12 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import wait as wait_all
 from itertools import zip_longest
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +61,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from atlas_pipeline import defaults  # noqa: E402
+from atlas_pipeline.bodies import digest  # noqa: E402
 from atlas_pipeline.extractor_pool import ExtractorPool  # noqa: E402
+from atlas_pipeline.kept_parse import Keep, parse_kept  # noqa: E402
 from atlas_pipeline.parsing import parse_page, text_hash  # noqa: E402
 
 SEED = 7
@@ -57,6 +73,8 @@ WARMUP_PAGES = 20
 PAGES_PER_ORIGIN = 60
 PAGE_KB = (5, 40)
 CHARSET = "utf-8"  # what the sandbox server declares in Content-Type
+KEPT = "parse_kept in-process"
+BLOCK = 20  # pages an in-process contender parses before the next one's turn
 
 Page = tuple[bytes, str]  # (body, url)
 
@@ -120,6 +138,16 @@ def _links_only(body: bytes, url: str) -> str:
     return ""
 
 
+def _kept(root: str, keys: dict[bytes, str]) -> Callable[[bytes, str], str]:
+    """parse_kept into the folder store at `root`, the keys known beforehand."""
+
+    def parse(body: bytes, url: str) -> str:
+        keep = Keep(root, keys[body], defaults.EXTRACTION_VERSION)
+        return str(parse_kept(body, url, CHARSET, True, (), keep)["extraction"]["text_hash"])
+
+    return parse
+
+
 IN_PROCESS: dict[str, Callable[[bytes, str], str]] = {
     "bare": _bare,
     "parse_page": _parse_page,
@@ -127,31 +155,94 @@ IN_PROCESS: dict[str, Callable[[bytes, str], str]] = {
 }
 
 
-def run_in_process(kind: str, warm: list[Page], pages: list[Page]) -> dict[str, Any]:
-    """Child-process entry: warm up, then time one pass over `pages` on this one core."""
-    fn = IN_PROCESS[kind]
+def _contender(kind: str, root: str | None, pages: list[Page]) -> Callable[[bytes, str], str]:
+    if kind != "parse_kept":
+        return IN_PROCESS[kind]
+    assert root is not None
+    store = tempfile.mkdtemp(prefix="store-", dir=root)
+    return _kept(store, {body: digest(body) for body, _ in pages})
+
+
+def serve_in_process(
+    kind: str, warm: list[Page], passes: list[list[Page]], root: str | None, conn: Connection
+) -> None:
+    """Child-process entry: warm up, then parse the blocks of the passes' pages the parent
+    names, one at a time on this one core, answering each with its (wall, CPU, kernel)
+    seconds; None ends it, answered with every pass's results in turn (and, for bare
+    trafilatura, the CPU seconds text_hash takes on them: what parse_page adds for it)."""
+    fn = _contender(kind, root, warm)
     for body, url in warm:
         fn(body, url)
-    machine0, cpu0, wall0 = _machine_busy_s(), time.process_time(), time.perf_counter()
-    out = [fn(body, url) for body, url in pages]
-    wall = time.perf_counter() - wall0
-    cpu = time.process_time() - cpu0
-    machine = _machine_busy_s() - machine0
-    hash0 = time.process_time()  # what parse_page's text_hash adds, timed on its own
-    hashes = [text_hash(t) for t in out] if kind == "bare" else out
-    return {
-        "wall_s": wall,
-        "cpu_s": cpu,
-        "other_cpu_s": max(0.0, machine - cpu),
-        "hashes": hashes,
-        "hash_cpu_s": time.process_time() - hash0,
-    }
+    out = [[""] * len(pages) for pages in passes]
+    conn.send("ready")
+    while (block := conn.recv()) is not None:
+        n, start, stop = block
+        pages = passes[n]
+        if start == 0:  # a pass begins: a store that holds none of its pages (nor their texts)
+            fn = _contender(kind, root, pages)
+        sys0, cpu0, wall0 = os.times().system, time.process_time(), time.perf_counter()
+        for k in range(start, stop):
+            out[n][k] = fn(*pages[k])
+        conn.send((time.perf_counter() - wall0, time.process_time() - cpu0,
+                   os.times().system - sys0))  # fmt: skip
+    hash0 = time.process_time()
+    done = [t for pass_out in out for t in pass_out]
+    hashes = [text_hash(t) for t in done] if kind == "bare" else done
+    conn.send((hashes, (time.process_time() - hash0) / len(passes)))
 
 
-def measure_in_process(kind: str, warm: list[Page], pages: list[Page]) -> dict[str, Any]:
+def measure_in_process(
+    kinds: list[str], warm: list[Page], passes: list[list[Page]], root: str
+) -> dict[str, list[dict[str, Any]]]:
+    """Every in-process contender in a process of its own, all alive at once and taking
+    turns a block of BLOCK pages at a time (the order rotating block by block), one pass
+    over each page list of `passes` (distinct pages: a second pass over the same pages in
+    one process would be flattered by trafilatura's and htmldate's memos). The machine's
+    speed drifts by 10-30% over minutes here, so one contender's whole pass after another's
+    compared the drift as much as the contenders; in blocks of a fraction of a second each
+    contender sees the same drift. One result per pass and contender."""
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as ex:
-        return ex.submit(run_in_process, kind, warm, pages).result()
+    kids: dict[str, tuple[Any, Connection]] = {}
+    try:
+        for kind in kinds:
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(target=serve_in_process, args=(kind, warm, passes, root, theirs))
+            proc.start()
+            theirs.close()
+            kids[kind] = (proc, mine)
+        for kind, (_, conn) in kids.items():
+            if conn.recv() != "ready":
+                raise SystemExit(f"{kind}: the contender did not start")
+        results: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+        turn = 0
+        for n, pages in enumerate(passes):
+            sums = {k: [0.0, 0.0, 0.0, 0.0] for k in kinds}  # wall, CPU, kernel, other CPU
+            for start in range(0, len(pages), BLOCK):
+                order = kinds[turn % len(kinds) :] + kinds[: turn % len(kinds)]
+                turn += 1
+                for kind in order:
+                    conn = kids[kind][1]
+                    machine0 = _machine_busy_s()
+                    conn.send((n, start, min(len(pages), start + BLOCK)))
+                    wall, cpu, kernel = conn.recv()
+                    other = max(0.0, _machine_busy_s() - machine0 - cpu)
+                    for i, x in enumerate((wall, cpu, kernel, other)):
+                        sums[kind][i] += x
+            for kind, (wall, cpu, kernel, other) in sums.items():
+                results[kind].append({"wall_s": wall, "cpu_s": cpu, "sys_s": kernel,
+                                     "other_cpu_s": other})  # fmt: skip
+        for kind, (_, conn) in kids.items():
+            conn.send(None)
+            hashes, hash_cpu = conn.recv()
+            for one in results[kind]:
+                one.update(hashes=hashes, hash_cpu_s=hash_cpu)
+        return results
+    finally:
+        for proc, conn in kids.values():
+            conn.close()
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
 
 
 # ---------------------------------------------------------------- the pool
@@ -192,8 +283,15 @@ def measure_pool(
 # ---------------------------------------------------------------- report
 
 
-def _row(name: str, rounds: list[dict[str, Any]], n: int, cores: int) -> dict[str, Any]:
+def _row(
+    name: str, rounds: list[dict[str, Any]], n: int, cores: int, paired: bool = False
+) -> dict[str, Any]:
+    """A contender's figures: from its fastest round, or for paired contenders (which took
+    turns with the others in small blocks) the mean of its passes."""
     best = min(rounds, key=lambda r: r["wall_s"])
+    if paired:
+        best = {**best, **{k: statistics.fmean(r[k] for r in rounds)
+                           for k in ("wall_s", "cpu_s", "sys_s", "other_cpu_s")}}  # fmt: skip
     rates = [n / r["wall_s"] for r in rounds]
     return {
         **best,
@@ -219,7 +317,7 @@ def print_report(rows: list[dict[str, Any]], links: dict[str, Any], pool_links: 
         f"Extraction throughput: {n} sandbox pages (seed {SEED}, {min(sizes) / 1024:.0f}-"
         f"{max(sizes) / 1024:.0f} KB, median {statistics.median(sizes) / 1024:.0f} KB, "
         f"{sum(sizes) / 2**20:.1f} MiB of HTML); trafilatura {trafilatura.__version__}, "
-        f"python {platform.python_version()}, {usable} usable cores; best of {args.repeat} rounds"
+        f"python {platform.python_version()}, {usable} usable cores; in-process: mean of {args.repeat} paired passes, pools: best of {args.repeat} rounds"
     )
     print()
     head = (
@@ -243,12 +341,19 @@ def print_report(rows: list[dict[str, Any]], links: dict[str, Any], pool_links: 
         )
     print()
     inproc = rows[1]
+    kept = next(r for r in rows if r["name"] == KEPT)
+    print(
+        f"Body and text stored (parse_kept over parse_page, a folder store): "
+        f"{kept['cpu_ms'] - inproc['cpu_ms']:+.2f} ms CPU/page "
+        f"({(kept['cpu_ms'] - inproc['cpu_ms']) / inproc['cpu_ms'] * 100:+.0f}% of parse_page; "
+        f"kernel {kept['sys_s'] * 1000 / n:.2f} ms/page against {inproc['sys_s'] * 1000 / n:.2f})"
+    )
     print(
         f"Links only (parse_page want_text=False: decode + selectolax): {links['cpu_ms']:.2f} ms "
         f"CPU/page in-process ({links['cpu_ms'] / inproc['cpu_ms'] * 100:.0f}% of parse_page)"
     )
     print(
-        f"text_hash of the extracted text (whitespace regex + sha256, inside parse_page): "
+        f"text_hash of the extracted text (whitespace runs to one space + sha256, inside parse_page): "
         f"{bare['hash_cpu_s'] * 1000 / n:.2f} ms CPU/page"
     )
     over_wall = pool_links["wall_ms"] - links["wall_ms"]
@@ -259,13 +364,14 @@ def print_report(rows: list[dict[str, Any]], links: dict[str, Any], pool_links: 
         f" ms, worker {pool_links['worker_cpu_s'] * 1000 / n - links['cpu_ms']:+.2f} ms) = "
         f"{over_cpu / inproc['cpu_ms'] * 100:.0f}% of a parse_page's CPU"
     )
-    for r in rows[2:]:
+    for r in (r for r in rows if "worker_cpu_s" in r):
         print(
             f"{r['name']}: CPU {r['worker_cpu_s']:.2f} s workers + {r['parent_cpu_s']:.2f} s "
             f"this process; spawn + warm-up {r['startup_s']:.1f} s (not timed)"
         )
     same = ", ".join(
-        f"{r['name']} {sum(a == b for a, b in zip(r['hashes'], bare['hashes'], strict=True))}/{n}"
+        f"{r['name']} {sum(a == b for a, b in zip(r['hashes'], bare['hashes'], strict=False))}"
+        f"/{len(r['hashes'])}"
         for r in rows[1:]
     )
     print(f"Same text as bare trafilatura (text_hash): {same}")
@@ -289,7 +395,8 @@ def print_report(rows: list[dict[str, Any]], links: dict[str, Any], pool_links: 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=int, default=600, help="pages to extract (default 600)")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds; the fastest counts")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="passes (in-process: their mean counts; pools: the fastest)")  # fmt: skip
     ap.add_argument("--workers", type=int, default=0, help="big pool's workers; 0 = cpu_count")
     args = ap.parse_args(argv)
     workers = args.workers or os.cpu_count() or 1
@@ -297,21 +404,32 @@ def main(argv: list[str] | None = None) -> None:
 
     pages = make_pages(args.pages)
     warm = make_pages(WARMUP_PAGES, seed=WARMUP_SEED)
-    contenders: list[tuple[str, int, Callable[[], dict[str, Any]]]] = [
-        ("bare trafilatura", 1, lambda: measure_in_process("bare", warm, pages)),
-        ("parse_page in-process", 1, lambda: measure_in_process("parse_page", warm, pages)),
+    with tempfile.TemporaryDirectory(prefix="atlas-extraction-") as stores:
+        _run(args, workers, usable, pages, warm, stores)
+
+
+def _run(args: argparse.Namespace, workers: int, usable: int, pages: list[Page],
+         warm: list[Page], stores: str) -> None:  # fmt: skip
+    in_process = {"bare trafilatura": "bare", "parse_page in-process": "parse_page",
+                  KEPT: "parse_kept", "links in-process": "links_only"}  # fmt: skip
+    t0 = time.perf_counter()
+    # pass 1 is the pools' pages; the others are pages of other seeds, as many and as large
+    sets = [pages, *(make_pages(len(pages), seed=SEED + 10 + i) for i in range(args.repeat - 1))]
+    passes = measure_in_process(list(in_process.values()), warm, sets, stores)
+    print(f"[bench] in-process contenders, {args.repeat} paired passes: "
+          f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)  # fmt: skip
+    pools: list[tuple[str, int, Callable[[], dict[str, Any]]]] = [
         ("ExtractorPool 1 worker", 1, lambda: measure_pool(1, warm, pages)),
         (f"ExtractorPool {workers} workers", min(workers, usable),
          lambda: measure_pool(workers, warm, pages)),
-        ("links in-process", 1, lambda: measure_in_process("links_only", warm, pages)),
         ("links pool 1 worker", 1, lambda: measure_pool(1, warm, pages, want_text=False)),
     ]  # fmt: skip
     if workers == 1:
-        del contenders[3]
-    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in contenders}
+        del pools[1]
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in pools}
     for i in range(args.repeat):
-        k = i % len(contenders)  # rotate the order, so no contender always follows another
-        for name, _, run in contenders[k:] + contenders[:k]:
+        k = i % len(pools)  # rotate the order, so no contender always follows another
+        for name, _, run in pools[k:] + pools[:k]:
             t0 = time.perf_counter()
             rounds[name].append(run())
             print(
@@ -319,8 +437,12 @@ def main(argv: list[str] | None = None) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-    rows = [_row(name, rounds[name], len(pages), cores) for name, cores, _ in contenders]
-    print_report(rows[:-2], rows[-2], rows[-1], pages, args, usable)
+    n = len(pages)
+    mine = {name: _row(name, passes[kind], n, 1, paired=True) for name, kind in in_process.items()}
+    rows = [*(r for name, r in mine.items() if name != "links in-process"),
+            *(_row(name, rounds[name], n, cores) for name, cores, _ in pools[:-1])]  # fmt: skip
+    pool_links = _row(pools[-1][0], rounds[pools[-1][0]], n, 1)
+    print_report(rows, mine["links in-process"], pool_links, pages, args, usable)
 
 
 if __name__ == "__main__":

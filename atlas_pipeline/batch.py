@@ -829,10 +829,8 @@ def _ctrl_c_held() -> Iterator[list[bool]]:
     previous = signal.signal(signal.SIGINT, hold)
     try:
         yield held
-    except BaseException:
+    finally:
         signal.signal(signal.SIGINT, previous)
-        raise
-    signal.signal(signal.SIGINT, previous)
     if held:  # after the batch's own: the handler before gets it, as it would have
         signal.raise_signal(signal.SIGINT)
 

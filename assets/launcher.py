@@ -39,6 +39,7 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
 from atlas_pipeline.config import ENV_SET, CrawlConfig
 from atlas_pipeline.errors import AtlasError
 
+from .ctrl_c import CtrlC
 from .partitions import crawl_partitions, partition_key
 from .sensors import IN_PROGRESS
 
@@ -127,6 +128,7 @@ class Launcher:
         self._serve = False
         self._process: Any = None
         self.queue_failure: str | None = None
+        self.ctrl_c = CtrlC()  # installed while the launcher is entered
 
     def __enter__(self) -> Launcher:
         try:
@@ -137,6 +139,7 @@ class Launcher:
         return self
 
     def _enter(self) -> None:
+        self._stack.enter_context(self.ctrl_c)
         self._queue_lock = self.home / "atlas-run-queue.lock"
         self._serve = self._no_daemon()
         if self._serve and self._take_queue():
@@ -269,9 +272,10 @@ class Launcher:
         self, run_ids: list[str], tick: Callable[[], str | None] | None = None
     ) -> Iterator[dg.DagsterRun]:
         """Yield each run as it finishes; `tick`, asked while waiting, raises StopRequested
-        with the reason it returns."""
+        with the reason it returns. A Ctrl-C comes out of it as KeyboardInterrupt."""
         waiting = list(run_ids)
         while waiting:
+            self.ctrl_c.raise_pending()  # one a finalizer swallowed (ctrl_c.py)
             if tick is not None and (reason := tick()) is not None:
                 raise StopRequested(reason)
             for run_id in list(waiting):

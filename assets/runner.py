@@ -152,6 +152,7 @@ def _run_shards(
                 raise CrawlStopped(stop.reason, sorted(done, key=lambda r: r.shard)) from None
             done.append(launcher.outcome(run, cycle, running.pop(run.run_id)))
     except KeyboardInterrupt:
+        launcher.ctrl_c.handled()  # a second Ctrl-C, even one a finalizer swallows, stops at once
         # The started runs got the Ctrl-C too (one process group) and stop gracefully: wait
         # for them to commit what they fetched; queued ones are taken off the queue.
         print("interrupted: the shard runs are committing what they fetched "

@@ -1,13 +1,18 @@
 """Crawl throughput: Atlas's engine vs a minimal aiohttp + trafilatura loop, same sandbox web.
 
-    .venv/bin/python benchmarks/crawl_throughput.py            # 50 origins x 200 pages
-    .venv/bin/python benchmarks/crawl_throughput.py --quick    # 10 x 30 smoke run
+    .venv/bin/python benchmarks/crawl_throughput.py            # 50 origins x 200 pages,
+                                                               # medians of 3 rounds
+    .venv/bin/python benchmarks/crawl_throughput.py --repeat 1 # one round of each
+    .venv/bin/python benchmarks/crawl_throughput.py --quick    # 10 x 30 smoke run, 1 round
     .venv/bin/python benchmarks/crawl_throughput.py --json     # machine-readable results
     .venv/bin/python benchmarks/crawl_throughput.py --profile  # + cProfile of the Atlas run
-    .venv/bin/python benchmarks/crawl_throughput.py --repeat 3 # medians of 3 alternating rounds
 
-One round's CPU per page moves by +-4% from run to run on this machine kind (the same code,
-back to back: 12.07 to 12.69 ms); a change smaller than that needs --repeat to be seen.
+A default run is three rounds, the contenders taking turns to go first, and reports the
+median of every number. One round says little on this machine kind: the VM's speed drifts by
+tens of percent over minutes, and a contender's round takes two to three. On 2026-12-06 one
+round of the same code gave Atlas 1.64x the baseline's CPU per page (31.2 against 19.0 ms),
+and the three rounds of the next run 1.00x, 1.31x and 1.20x; with the machine quiet, rounds
+of one session have moved by +-4% (12.07 to 12.69 ms/page).
 
 Three kinds of process, all started from this file:
 
@@ -58,6 +63,7 @@ if str(REPO) not in sys.path:
 SEED = 7
 CYCLE = "c0001"
 QUICK = (10, 30)
+DEFAULT_ROUNDS = 3  # a round alone is at the mercy of the VM (see the docstring)
 MAX_DEPTH = 100
 CONCURRENCY = 64
 RESULT_TAG = "RESULT "
@@ -841,9 +847,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="print machine-readable results only")
     p.add_argument("--concurrency", type=int, default=CONCURRENCY, help="requests in flight")
     p.add_argument("--workers", type=int, default=0, help="extraction processes; 0 = cores")
-    p.add_argument("--repeat", type=int, default=1,
+    p.add_argument("--repeat", type=int, default=None,
                    help="rounds of both contenders (alternating who runs first); the table "
-                   "shows each number's median")  # fmt: skip
+                   "shows each number's median (default 3; 1 with --quick)")  # fmt: skip
     p.add_argument("--profile", action="store_true", help="cProfile the Atlas run (stderr)")
     p.add_argument("--profile-top", type=int, default=25, help=argparse.SUPPRESS)
     # inner modes
@@ -854,6 +860,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.origins, args.pages = QUICK
+    if args.repeat is None:
+        args.repeat = 1 if args.quick or args.run or args.serve else DEFAULT_ROUNDS
     if args.repeat < 1:
         p.error(f"--repeat must be at least 1, not {args.repeat}")
     return args

@@ -35,6 +35,16 @@ def test_each_number_is_the_median_of_its_rounds() -> None:
     assert bench.median_row(rows[:1]) == {**rows[0], "rounds": 1}
 
 
+def test_a_default_run_is_three_rounds_and_a_smoke_run_one() -> None:
+    # one round is at the mercy of the VM: the same code gave 1.64x and then 1.00-1.31x
+    bench = load_benchmark("crawl_throughput")
+    assert bench.parse_args([]).repeat == 3
+    assert bench.parse_args(["--quick"]).repeat == 1
+    assert bench.parse_args(["--repeat", "1"]).repeat == 1
+    assert bench.parse_args(["--quick", "--repeat", "5"]).repeat == 5
+    assert bench.parse_args(["--run", "atlas"]).repeat == 1  # a contender's own process
+
+
 def test_repeat_below_one_is_refused_naming_the_flag(capsys: Any) -> None:
     bench = load_benchmark("crawl_throughput")
     try:

@@ -3,9 +3,9 @@
 Python runs a signal's handler wherever the main thread is at the next bytecode, and it drops
 an exception raised inside a `__del__` method or a weakref callback ("Exception ignored in").
 While `atlas crawl` waits on its runs the main thread goes through SQLAlchemy's and Dagster's
-finalizers all the time. In one CI run (1 in about 40 of that test) a Ctrl-C vanished so: the
-crawl reported its interrupted runs as failed and exited 1 instead of 130, which only a
-KeyboardInterrupt that never reached the wait loop explains; it was not reproduced since. A
+finalizers all the time. In one CI run a Ctrl-C vanished: the crawl reported its interrupted
+runs as failed and exited 1 instead of 130, which only a KeyboardInterrupt that never reached
+the wait loop explains. A finalizer is the inferred place; 31 tries here did not reproduce it. A
 `CtrlC` raises KeyboardInterrupt as Python's own handler does and also keeps it pending until
 the code that catches it calls `handled()`; the wait loop calls `raise_pending()` every poll, so
 a Ctrl-C that a finalizer swallowed is raised there, half a second later at most.

@@ -1,9 +1,9 @@
 """A Ctrl-C that lands in a finalizer still stops a process waiting on runs.
 
 Python drops an exception raised inside `__del__` ("Exception ignored in"); `atlas crawl`'s wait
-loop goes through finalizers all the time, and once a Ctrl-C vanished there: the crawl waited
-its interrupted runs out and exited 1 instead of 130. These tests raise a real SIGINT inside a
-real `__del__`, as the kernel's signal would land there."""
+loop goes through finalizers all the time. Once in CI a Ctrl-C never reached that loop (the
+crawl waited its interrupted runs out and exited 1 instead of 130); a finalizer is the inferred
+place. These tests raise a real SIGINT inside a real `__del__`, as the kernel's signal would."""
 
 from __future__ import annotations
 

@@ -140,25 +140,26 @@ def write_fetch_partitions(
     # texts of their documents are in the lake before any of it (a record committed after
     # this, by a cooperating run, waits in the store for the partition's next write).
     taken: set[str] = set()
-    text_ids: set[str] = set()
+    # text id -> (body key, extraction version) of each document holding it, in record order
+    texts_of: dict[str, list[tuple[str, str]]] = {}
     for rec in store.fetch_records(cycle, shard, ("document",)):
         taken.add(rec["fetch_id"])
-        if rec["document"]:
-            text_ids.add(rec["document"]["text_hash"])
+        if doc := rec["document"]:
+            held = texts_of.setdefault(doc["text_hash"], [])
+            held.append((doc["body_key"], doc["extraction_version"]))
 
     def texts() -> Iterator[dict[str, Any]]:
         # The text of a fetch lives in the body store's extraction cache, not in the store;
         # the lake keeps it once per document id, however many URLs hold it. Streamed: a
         # partition's texts can run to gigabytes.
-        for rec in store.fetch_records(cycle, shard, ("document",)):
-            doc = rec["document"]
-            if not doc or rec["fetch_id"] not in taken:
-                continue
-            cached = engine.bodies.get_extraction(doc["body_key"], doc["extraction_version"])
-            if cached is not None:
-                yield {"document_id": doc["text_hash"], "text": cached["text"],
-                       "text_chars": len(cached["text"]),
-                       "extraction_version": doc["extraction_version"]}  # fmt: skip
+        for text_id, holders in texts_of.items():
+            for body_key, version in holders:  # the first whose extraction is still kept
+                cached = engine.bodies.get_extraction(body_key, version)
+                if cached is not None:
+                    yield {"document_id": text_id, "text": cached["text"],
+                           "text_chars": len(cached["text"]),
+                           "extraction_version": version}  # fmt: skip
+                    break
 
     def merged(
         table: str,
@@ -195,7 +196,7 @@ def write_fetch_partitions(
         return [rec["document"]] if rec["document"] else []
 
     # texts before the documents that map to them: a document never names a missing text
-    document_texts = lake.add_texts(texts, cycle, key, text_ids)
+    document_texts = lake.add_texts(texts, cycle, key, texts_of.keys())
     doc = ("document",)
     written = (
         lake.write_partition("fetches", merged("fetches", ("record",), lambda r: [r["record"]]),

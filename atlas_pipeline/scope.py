@@ -60,6 +60,13 @@ def _folder(base: str) -> str | None:
     return cut[: cut.rfind("/") + 1]
 
 
+def _base_keys(base: str) -> tuple[str, str | None]:
+    """What `ScopeGuard._canonical` remembers a relative href under: the base's
+    scheme://authority (for a root-relative href) and its folder (for a relative path)."""
+    return "/".join(base.split("/", 3)[:3]), _folder(base)
+
+
+_ADMITTED, _ROBOTS_DISALLOWED = Reason.ADMITTED.value, Reason.ROBOTS_DISALLOWED.value
 _ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")  # an href with a scheme (RFC 3986 3.1)
 
 
@@ -161,25 +168,30 @@ class ScopeGuard:
         robots: RobotsPolicy | None = None,
     ) -> Judgement:
         """Decide one link found at `depth` on `source` (resolved against `base`)."""
-        url, rejected, stripped = self._canonical(href, base)
+        url, rejected, stripped = self._canonical(href, base, _base_keys(base))
         if rejected is not None:
             return Judgement(url, rejected, None)
         assert url is not None
-        judged = self._judge_canonical(url, href, depth, source, nofollow, robots)
-        return replace(judged, session_id_stripped=True) if stripped else judged
+        reason, cand = self._decide(url, href, depth, priority_for_depth(depth), source,
+                                    nofollow, robots)  # fmt: skip
+        return Judgement(url, reason, cand, stripped)
 
-    def _canonical(self, href: str, base: str) -> tuple[str | None, str | None, bool]:
+    def _canonical(
+        self, href: str, base: str, keys: tuple[str, str | None]
+    ) -> tuple[str | None, str | None, bool]:
         """(canonical URL, rejection reason, session id stripped) of `href` on `base`,
         remembered: a page's navigation links recur on every page of its site, and
         normalizing was a third of the fetch loop's CPU. An href with a scheme does not
         depend on the base, a root-relative one only on its origin, a relative path only on
         the base's directory (RFC 3986 5.2.2-5.2.3: merged with the base path up to its last
-        '/', the base's query dropped), so the pages of one folder share their links."""
+        '/', the base's query dropped), so the pages of one folder share their links. `keys`
+        is `_base_keys(base)`, worked out once for all the links of a page."""
+        root, folder = keys
         if _ABSOLUTE.match(href):
             key = (href, "")
         elif href.startswith("/") and not href.startswith("//"):
-            key = (href, "/".join(base.split("/", 3)[:3]))
-        elif href[:1] in _PATH_START and (folder := _folder(base)) is not None:
+            key = (href, root)
+        elif folder is not None and href[:1] in _PATH_START:
             key = (href, folder)
         else:
             key = (href, base)
@@ -202,40 +214,32 @@ class ScopeGuard:
         stripped = strip_session_ids(url, self.session_params)
         return stripped, None, stripped != url
 
-    def _judge_canonical(
+    def _decide(
         self,
         url: str,
         href: str,
         depth: int,
+        priority: float,
         source: str | None,
         nofollow: bool,
         robots: RobotsPolicy | None,
-    ) -> Judgement:
-        """The scope rules past normalization, for `url` (canonical, session ids stripped)."""
+    ) -> tuple[str, Candidate | None]:
+        """The scope rules past normalization, for `url` (canonical, session ids stripped):
+        (reason, candidate) with `priority` that of `depth`. Tuples, not a Judgement: this
+        runs for every link of every page, on the fetch loop."""
         origin, shard, rejected = self._verdict(url)
         if rejected is not None:
-            return Judgement(url, rejected, None)
+            return rejected, None
         if depth > self.cfg.scope.max_depth:
-            return Judgement(url, Reason.MAX_DEPTH.value, None)
+            return Reason.MAX_DEPTH.value, None
         if nofollow and not self.cfg.scope.follow_nofollow:
-            return Judgement(url, Reason.NOFOLLOW.value, None)
-        state, reason, version = UrlState.ELIGIBLE, str(Reason.ADMITTED), None
+            return Reason.NOFOLLOW.value, None
+        state, reason, version = UrlState.ELIGIBLE, _ADMITTED, None
         # Only this page's own origin has its policy at hand; others are checked at claim time.
         if robots is not None and robots.origin == origin and not self._robots_allow(robots, url):
-            state, reason, version = UrlState.BLOCKED, str(Reason.ROBOTS_DISALLOWED), robots.version
-        cand = Candidate(
-            url=url,
-            discovered_url=href,
-            origin=origin,
-            shard=shard,
-            depth=depth,
-            priority=priority_for_depth(depth),
-            source=source,
-            state=state,
-            reason=reason,
-            robots_version=version,
-        )
-        return Judgement(url, reason, cand)
+            state, reason, version = UrlState.BLOCKED, _ROBOTS_DISALLOWED, robots.version
+        return reason, Candidate(url, href, origin, shard, depth, priority, source, state, reason,
+                                 version)  # fmt: skip
 
     def _robots_allow(self, robots: RobotsPolicy, url: str) -> bool:
         """`robots.allows` for this crawler, remembered per policy (its whole value: an equal
@@ -371,25 +375,30 @@ class ScopeGuard:
         found += [(href, anchor, nofollow, "link") for href, anchor, nofollow in links]
         if self.cfg.discovery.path_ascending:
             found += [(parent, "", False, "ascend") for parent in parent_paths(source)]
+        # what every link of the page shares, worked out once (a page has dozens of links)
+        keys, child, priority = _base_keys(base), depth + 1, priority_for_depth(depth + 1)
         for href, anchor, nofollow, kind in found:
-            j = self.judge(href, base, depth + 1, source, nofollow, robots)
-            key = j.url or href
+            url, reason, stripped = self._canonical(href, base, keys)
+            cand = None
+            if reason is None:
+                assert url is not None
+                reason, cand = self._decide(url, href, child, priority, source, nofollow, robots)
+            key = url or href
             if key in seen or (kind == "canonical" and key == source):  # self-canonical: no news
                 continue
             seen.add(key)
-            cand = j.candidate
             if kind == "canonical" and cand is not None:
                 cand = replace(cand, priority=max(cand.priority, CANONICAL_PRIORITY))
             row = {
-                "href": j.stored_href(href),
-                "url": j.url,
+                "href": Judgement.stored_href(href),
+                "url": url,
                 "target_origin": cand.origin if cand else None,
                 "anchor": anchor,
                 "nofollow": nofollow,
-                "depth": depth + 1,
-                "reason": j.reason,
+                "depth": child,
+                "reason": reason,
                 "kind": kind,
-                "session_id_stripped": j.session_id_stripped,
+                "session_id_stripped": stripped,
             }
             out.append((row, cand))
         return out

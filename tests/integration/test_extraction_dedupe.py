@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,8 +11,10 @@ import polars as pl
 import pytest
 from aiohttp import web
 
+from atlas_pipeline.batch import run_batch
 from atlas_pipeline.config import config_from_mapping
-from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier
+from atlas_pipeline.crawl import Engine, fetch_shard, plan_frontier, write_fetch_partitions
+from atlas_pipeline.extractor_pool import shared_pool
 from atlas_pipeline.records import Document
 from tests.conftest import serving_app
 
@@ -81,3 +84,53 @@ def test_same_bytes_under_two_urls_are_extracted_once(mirror_site: int, tmp_path
     assert sum(d is not None for d in committed) == 3
     assert all(d is None or "text" not in json.loads(d.to_json()) for d in committed)
     assert list(engine.store.fetch_records("c0001", 0)) == []
+
+
+@pytest.fixture()
+def twin_site() -> Iterator[int]:
+    """/a and /b: different bytes (a comment apart), the same extracted text."""
+    app = web.Application()
+
+    async def page(request: web.Request) -> web.Response:
+        body = ARTICLE if request.path == "/a" else ARTICLE.replace("<body>", "<body><!-- b -->")
+        return web.Response(text=body, content_type="text/html")
+
+    async def robots(_: web.Request) -> web.Response:
+        return web.Response(text="User-agent: *\nAllow: /\n")
+
+    app.router.add_get("/robots.txt", robots)
+    app.router.add_get("/{p}", page)
+    with serving_app(app) as port:
+        yield port
+
+
+def test_a_text_whose_first_body_is_gone_is_taken_from_another_that_holds_it(
+    twin_site: int, tmp_path: Path
+) -> None:
+    cfg = config_from_mapping(
+        {"seeds": [f"http://twin.example.test:{twin_site}/a",
+                   f"http://twin.example.test:{twin_site}/b"],
+         "data_dir": str(tmp_path), "shards": 1, "politeness": {"min_gap_s": 0.0},
+         "scope": {"max_depth": 0},
+         "resolve": {"twin.example.test": "127.0.0.1"}, "resolve_only": True},
+        base_dir=tmp_path,
+    )  # fmt: skip
+    engine = Engine.from_config(cfg)
+    plan_frontier(engine, "c0001", 0)
+    lease = engine.store.acquire_batch("c0001", 0, "test", time.time())
+    pool = shared_pool(cfg.extraction_workers, cfg.limits.parser_cpu_s,
+                       cfg.limits.parser_memory_mb)  # fmt: skip
+    run_batch(cfg, engine.store, engine.bodies, pool, "c0001", 0)
+    docs = [r["document"] for r in engine.store.fetch_records("c0001", 0) if r["document"]]
+    assert len(docs) == 2 and docs[0]["text_hash"] == docs[1]["text_hash"]
+    assert docs[0]["body_key"] != docs[1]["body_key"]
+    # the first record's body (and the text riding in its file) expired before the write
+    first = engine.bodies.root / docs[0]["body_key"][:2] / docs[0]["body_key"][2:4]
+    for path in first.glob(f"{docs[0]['body_key']}*"):
+        path.unlink()
+    assert engine.bodies.get_extraction(docs[0]["body_key"], docs[0]["extraction_version"]) is None
+    written = write_fetch_partitions(engine, "c0001", 0, lease.fence)
+    texts = engine.lake.read("document_texts")
+    assert written[4].rows == 1 and texts["document_id"].to_list() == [docs[0]["text_hash"]]
+    assert "winter grain" in texts["text"][0]
+    engine.close()

@@ -27,14 +27,15 @@ ARTICLE = (
 OTHER = ARTICLE.replace("mirrored article", "different article").replace("winter", "summer")
 
 
-@pytest.fixture()
-def mirror_site() -> Iterator[int]:
-    """A real loopback server where /a and /b return the same bytes and /c different ones."""
+def _site(pages: dict[str, str]) -> Iterator[int]:
+    """A real loopback server answering each path of `pages` with its HTML, any other with a
+    404 (robots.txt: allow all)."""
     app = web.Application()
 
     async def page(request: web.Request) -> web.Response:
-        body = OTHER if request.path == "/c" else ARTICLE
-        return web.Response(text=body, content_type="text/html")
+        if request.path not in pages:
+            raise web.HTTPNotFound()
+        return web.Response(text=pages[request.path], content_type="text/html")
 
     async def robots(_: web.Request) -> web.Response:
         return web.Response(text="User-agent: *\nAllow: /\n")
@@ -43,6 +44,12 @@ def mirror_site() -> Iterator[int]:
     app.router.add_get("/{p}", page)
     with serving_app(app) as port:
         yield port
+
+
+@pytest.fixture()
+def mirror_site() -> Iterator[int]:
+    """/a and /b return the same bytes, /c different ones."""
+    yield from _site({"/a": ARTICLE, "/b": ARTICLE, "/c": OTHER})
 
 
 def test_same_bytes_under_two_urls_are_extracted_once(mirror_site: int, tmp_path: Path) -> None:
@@ -89,19 +96,7 @@ def test_same_bytes_under_two_urls_are_extracted_once(mirror_site: int, tmp_path
 @pytest.fixture()
 def twin_site() -> Iterator[int]:
     """/a and /b: different bytes (a comment apart), the same extracted text."""
-    app = web.Application()
-
-    async def page(request: web.Request) -> web.Response:
-        body = ARTICLE if request.path == "/a" else ARTICLE.replace("<body>", "<body><!-- b -->")
-        return web.Response(text=body, content_type="text/html")
-
-    async def robots(_: web.Request) -> web.Response:
-        return web.Response(text="User-agent: *\nAllow: /\n")
-
-    app.router.add_get("/robots.txt", robots)
-    app.router.add_get("/{p}", page)
-    with serving_app(app) as port:
-        yield port
+    yield from _site({"/a": ARTICLE, "/b": ARTICLE.replace("<body>", "<body><!-- b -->")})
 
 
 def test_a_text_whose_first_body_is_gone_is_taken_from_another_that_holds_it(

@@ -57,6 +57,11 @@ class Result:
     final_exit: int
     cycles: list[str] = field(default_factory=list)
     kill_after_s: list[float] = field(default_factory=list)
+    # each lost page as the store has it (url, state, reason, attempts, cycle queued in,
+    # last status): a page never fetched reads differently from one committed and not written
+    lost_as_stored: list[tuple[str, str, str, int, str | None, int | None]] = field(
+        default_factory=list
+    )
 
 
 def _group_gone(pgid: int, timeout: float) -> bool:
@@ -119,12 +124,20 @@ def run(workdir: Path, kills: int, seed: int) -> Result:
         docs = pl.read_delta(str(lake / "documents"))
         ready = pl.read_delta(str(lake / "index_ready"))
         reachable = {normalize_url(u) for u in web.crawlable(50)}
+        urls = set(docs["url"])
         engine = Engine.from_config(load_config(cfg_path))
         try:
-            states = Counter(r["state"] for s in range(2) for r in engine.store.url_rows(s))
+            rows = [r for s in range(2) for r in engine.store.url_rows(s)]
         finally:
             engine.close()
-        urls = set(docs["url"])
+        states = Counter(r["state"] for r in rows)
+        known = {r["url"]: r for r in rows}
+        lost_as_stored = [
+            (u, r["state"], r["reason"], r["attempts"], r["cycle"], r["last_status"])
+            if (r := known.get(u))
+            else (u, "not_in_store", "", 0, None, None)
+            for u in sorted(reachable - urls)
+        ]
         return Result(
             kills=kills,
             reachable=len(reachable),
@@ -138,6 +151,7 @@ def run(workdir: Path, kills: int, seed: int) -> Result:
             final_exit=final.returncode,
             cycles=sorted(set(docs["crawl_cycle"])),
             kill_after_s=delays,
+            lost_as_stored=lost_as_stored,
         )
     finally:
         os.killpg(server.pid, signal.SIGTERM)

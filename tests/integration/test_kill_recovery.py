@@ -14,7 +14,7 @@ def test_kills_of_the_crawl_lose_nothing_and_leave_nothing_behind(tmp_path: Path
     result = load_benchmark("kill_recovery").run(tmp_path, kills=3, seed=2)
     print(result)
     assert result.final_exit == 0
-    assert result.reachable > 100 and result.documents == result.reachable
+    assert result.reachable > 100 and result.documents == result.reachable, result
     assert result.lost == 0 and result.unindexed == 0, result
     assert result.duplicate_documents == 0 and result.duplicate_events == 0, result
     assert result.leased == 0 and result.left_behind == 0, result

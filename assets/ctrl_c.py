@@ -5,7 +5,8 @@ an exception raised inside a `__del__` method or a weakref callback ("Exception 
 While `atlas crawl` waits on its runs the main thread goes through SQLAlchemy's and Dagster's
 finalizers all the time. In one CI run a Ctrl-C vanished: the crawl reported its interrupted
 runs as failed and exited 1 instead of 130, which only a KeyboardInterrupt that never reached
-the wait loop explains. A finalizer is the inferred place; 31 tries here did not reproduce it. A
+the wait loop explains. A finalizer is the inferred place; 31 tries here did not reproduce it,
+and the CI of f46f3bf failed the same way with this in place, so it is not the only one. A
 `CtrlC` raises KeyboardInterrupt as Python's own handler does and also keeps it pending until
 the code that catches it calls `handled()`; the wait loop calls `raise_pending()` every poll, so
 a Ctrl-C that a finalizer swallowed is raised there, half a second later at most.

@@ -168,7 +168,7 @@ class ScopeGuard:
         robots: RobotsPolicy | None = None,
     ) -> Judgement:
         """Decide one link found at `depth` on `source` (resolved against `base`)."""
-        url, rejected, stripped = self._canonical(href, base, _base_keys(base))
+        url, rejected, stripped = self._canonical(href, base)
         if rejected is not None:
             return Judgement(url, rejected, None)
         assert url is not None
@@ -177,7 +177,7 @@ class ScopeGuard:
         return Judgement(url, reason, cand, stripped)
 
     def _canonical(
-        self, href: str, base: str, keys: tuple[str, str | None]
+        self, href: str, base: str, keys: tuple[str, str | None] | None = None
     ) -> tuple[str | None, str | None, bool]:
         """(canonical URL, rejection reason, session id stripped) of `href` on `base`,
         remembered: a page's navigation links recur on every page of its site, and
@@ -185,13 +185,13 @@ class ScopeGuard:
         depend on the base, a root-relative one only on its origin, a relative path only on
         the base's directory (RFC 3986 5.2.2-5.2.3: merged with the base path up to its last
         '/', the base's query dropped), so the pages of one folder share their links. `keys`
-        is `_base_keys(base)`, worked out once for all the links of a page."""
-        root, folder = keys
+        is `_base_keys(base)` when a page's links share it; a single href (a seed, a sitemap
+        entry, a redirect: mostly absolute) works out only what it needs."""
         if _ABSOLUTE.match(href):
             key = (href, "")
         elif href.startswith("/") and not href.startswith("//"):
-            key = (href, root)
-        elif folder is not None and href[:1] in _PATH_START:
+            key = (href, keys[0] if keys else "/".join(base.split("/", 3)[:3]))
+        elif href[:1] in _PATH_START and (folder := keys[1] if keys else _folder(base)):
             key = (href, folder)
         else:
             key = (href, base)

@@ -242,6 +242,9 @@ class FetchBatch(RobotsFetching):
 
     async def run(self) -> BatchStats:
         async with self.running():
+            # no page is leased before a worker can take it: a lease would otherwise run while
+            # the page waits for the workers' imports (seconds on a busy machine)
+            await self._blob(self.pool.wait_warm, self.pool.wall_s)
             ticker = asyncio.create_task(self._tick_progress()) if self._on_progress else None
             try:
                 await self._loop()
@@ -757,24 +760,36 @@ class FetchBatch(RobotsFetching):
         self.stats.requests += 1
         self.stats.statuses["none" if resp.status is None else str(resp.status)] += 1
         self.stats.bytes += len(resp.body)
-        now = self.clock()
-        if now - lease.claimed_at > self.cfg.lease_s / 2:
-            # A slow response or a long parse queue: keep the URL rather than let the sweeper
-            # hand it to another worker (one extension, with this fence; else commit as is).
-            try:
-                extended = await self._off(self.store.extend_lease, lease, now, self.cfg.lease_s)
-                lease = extended or lease
-            except StoreUnavailable as exc:
-                self.outage.failed(exc)  # the commit will tell whether the lease held
         self._parsing += 1
         try:
-            outcome = await self._outcome(lease, resp)
+            lease, outcome = await self._outcome_kept_alive(lease, resp)
         finally:
             self._parsing -= 1
         if await self._commit(lease, outcome):
             self.stats.outcomes[outcome.reason] += 1
         else:
             self.stats.stale_commits += 1
+
+    async def _outcome_kept_alive(self, lease: Lease, resp: Response) -> tuple[Lease, Outcome]:
+        """The outcome, with the lease kept: if half of it is gone before the outcome is ready
+        (a slow response, a page waiting in the parse backlog behind slow documents), it is
+        extended, once, with its fence, rather than left for the sweeper to hand the URL to
+        another fetch while this one still works on it. Returns the lease to commit with."""
+        handling = asyncio.ensure_future(self._outcome(lease, resp))
+        try:
+            half = lease.claimed_at + self.cfg.lease_s / 2 - self.clock()
+            done, _ = await asyncio.wait({handling}, timeout=max(half, 0.0))
+            if not done:
+                try:
+                    extended = await self._off(
+                        self.store.extend_lease, lease, self.clock(), self.cfg.lease_s
+                    )
+                    lease = extended or lease
+                except StoreUnavailable as exc:
+                    self.outage.failed(exc)  # the commit will tell whether the lease held
+            return lease, await handling
+        finally:
+            handling.cancel()  # done: nothing; this task cancelled (an interrupt): the parse too
 
     async def _outcome(self, lease: Lease, resp: Response) -> Outcome:
         now = self.clock()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import math
 import multiprocessing
 import multiprocessing.util
@@ -29,6 +30,8 @@ from . import defaults as d
 from .kept_parse import Keep, KeepFailed, parse_kept
 from .parsing import parse_page, warm
 from .reasons import Reason
+
+log = logging.getLogger(__name__)
 
 
 class ParserFailure(Exception):
@@ -68,6 +71,7 @@ def _worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int = 0)
     limit = _mapped_bytes() + memory_mb * 1024 * 1024 if memory_mb else 0
     if limit:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    conn.send((_READY, None))
     while True:
         try:
             job = conn.recv()
@@ -97,6 +101,7 @@ def _worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int = 0)
 
 
 _KEEP_FAILED = "keep_failed"
+_READY = "ready"  # a worker's first message: imports done, limits set
 
 
 def _parse(
@@ -162,9 +167,19 @@ class _Slot:
             self.busy = False
 
     def warm(self) -> None:
-        """Start the worker if none was started yet (it imports while nobody waits)."""
-        if self.proc is None:
-            self._start()
+        """Start the worker if none was started yet, and wait until it is ready. The pool
+        counts as warm after the first such wait, even one that failed: a worker that cannot
+        start fails the documents it is given (ParserFailure), nobody waits on it forever."""
+        self.busy = True  # so a pool closed meanwhile kills the worker, not waits its imports
+        try:
+            if self.proc is None:
+                self._start()
+        except ParserFailure as exc:
+            if not self.pool.closed:  # else closing killed it on purpose
+                log.warning("an extraction worker did not start: %s", exc.detail)
+        finally:
+            self.busy = False
+            self.pool.warmed.set()
 
     def _run(self, job: tuple[Any, ...]) -> dict[str, Any]:
         if self.proc is None or not self.proc.is_alive():
@@ -207,6 +222,18 @@ class _Slot:
             self.proc.start()
         child.close()
         self.conn = parent
+        if not parent.poll(self.pool.wall_s):
+            self.stop()
+            raise ParserFailure(Reason.PARSE_TIMEOUT.value,
+                                f"worker not ready in {self.pool.wall_s:.0f} s")  # fmt: skip
+        try:
+            parent.recv()  # _READY
+        except (EOFError, OSError):
+            self.proc.join(5)
+            code = self.proc.exitcode
+            self.stop()
+            raise ParserFailure(Reason.PARSE_CRASHED.value,
+                                f"worker exit code {code} before it was ready") from None  # fmt: skip
 
     def stop(self, graceful: bool = False) -> None:
         if self.conn is not None:
@@ -235,6 +262,10 @@ class ExtractorPool:
         self.memory_mb = memory_mb
         self.wall_s = 3 * cpu_s + 10  # a worker blocked off-CPU still ends
         self.closed = False
+        # Set once a worker is ready (or could not start): a batch claims no page before, so
+        # no lease runs out on a page waiting for a worker's imports (seconds on a busy
+        # machine; see wait_warm).
+        self.warmed = threading.Event()
         self.pid = os.getpid()  # a forked child inherits the object, not its threads
         self._jobs: queue.SimpleQueue[tuple[tuple[Any, ...], Future[dict[str, Any]]] | None] = (
             queue.SimpleQueue()
@@ -278,6 +309,10 @@ class ExtractorPool:
         fut: Future[dict[str, Any]] = Future()
         self._jobs.put(((body, url, charset, want_text, meta_names, keep), fut))
         return fut
+
+    def wait_warm(self, timeout_s: float | None = None) -> bool:
+        """Block until a worker is ready to parse (or could not start); False on timeout."""
+        return self.warmed.wait(timeout_s)
 
     def worker_pids(self) -> list[int]:
         """Live worker processes (for operators and tests)."""

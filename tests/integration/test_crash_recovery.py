@@ -5,6 +5,7 @@ expired has its late commits rejected as stale and its late partition write igno
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -159,6 +160,7 @@ def _freeze_between_transactions(pid: int, db: Path) -> None:
     this test is about (a lease outliving its worker)."""
     for _ in range(200):
         os.killpg(pid, signal.SIGSTOP)
+        _wait_stopped(pid)  # a thread still running could take the lock just after the probe
         probe = sqlite3.connect(db, timeout=0.2)
         try:
             probe.execute("BEGIN IMMEDIATE")
@@ -170,6 +172,20 @@ def _freeze_between_transactions(pid: int, db: Path) -> None:
         finally:
             probe.close()
     raise AssertionError("the worker never left its transactions")
+
+
+def _wait_stopped(pid: int) -> None:
+    """Until every thread of `pid` is stopped: SIGSTOP takes effect on each thread when it
+    next enters the kernel, so a thread busy on another core runs on for a moment."""
+    for _ in range(500):
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):  # a thread that just ended
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        if all(s in ("T", "t") for s in states):
+            return
+        time.sleep(0.002)
+    raise AssertionError(f"process {pid} did not stop: thread states {states}")
 
 
 @pytest.fixture(autouse=True)

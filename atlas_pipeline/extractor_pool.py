@@ -194,9 +194,7 @@ class _Slot:
         try:
             kind, value = self.conn.recv()
         except (EOFError, OSError):
-            self.proc.join(5)
-            code = self.proc.exitcode
-            self.stop()
+            code = self._reap()
             if code == -signal.SIGXCPU:
                 raise ParserFailure(
                     Reason.PARSE_TIMEOUT.value, f"over {self.pool.cpu_s:g} s of CPU"
@@ -229,11 +227,16 @@ class _Slot:
         try:
             parent.recv()  # _READY
         except (EOFError, OSError):
-            self.proc.join(5)
-            code = self.proc.exitcode
-            self.stop()
             raise ParserFailure(Reason.PARSE_CRASHED.value,
-                                f"worker exit code {code} before it was ready") from None  # fmt: skip
+                                f"worker exit code {self._reap()} before it was ready") from None  # fmt: skip
+
+    def _reap(self) -> int | None:
+        """The exit code of a worker whose pipe closed, the slot left empty."""
+        assert self.proc is not None
+        self.proc.join(5)
+        code = self.proc.exitcode
+        self.stop()
+        return code
 
     def stop(self, graceful: bool = False) -> None:
         if self.conn is not None:

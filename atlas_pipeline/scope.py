@@ -60,10 +60,15 @@ def _folder(base: str) -> str | None:
     return cut[: cut.rfind("/") + 1]
 
 
+def _root(base: str) -> str:
+    """`base`'s scheme://authority, what a root-relative href is resolved against."""
+    return "/".join(base.split("/", 3)[:3])
+
+
 def _base_keys(base: str) -> tuple[str, str | None]:
     """What `ScopeGuard._canonical` remembers a relative href under: the base's
     scheme://authority (for a root-relative href) and its folder (for a relative path)."""
-    return "/".join(base.split("/", 3)[:3]), _folder(base)
+    return _root(base), _folder(base)
 
 
 _ADMITTED, _ROBOTS_DISALLOWED = Reason.ADMITTED.value, Reason.ROBOTS_DISALLOWED.value
@@ -190,7 +195,7 @@ class ScopeGuard:
         if _ABSOLUTE.match(href):
             key = (href, "")
         elif href.startswith("/") and not href.startswith("//"):
-            key = (href, keys[0] if keys else "/".join(base.split("/", 3)[:3]))
+            key = (href, keys[0] if keys else _root(base))
         elif href[:1] in _PATH_START and (folder := keys[1] if keys else _folder(base)):
             key = (href, folder)
         else:

@@ -146,6 +146,20 @@ def _running_cli(what: str, args: list[str]) -> Iterator[tuple[subprocess.Popen[
 
 
 @contextmanager
+def pythons_own_sigint() -> Iterator[None]:
+    """SIGINT handled by Python's own handler while this holds, as in a fresh interpreter a
+    terminal started, whatever this process had: a test process run as a background job of
+    a script has SIGINT ignored (POSIX), and an earlier test may leave another handler.
+    Ignored, it is also ignored by every child started meanwhile (a disposition, unlike a
+    handler, survives exec)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
 def serving_app(app: Any) -> Iterator[int]:
     """An aiohttp `web.Application` on 127.0.0.1 (a free port, yielded), served from a loop of
     its own in a thread: callable from inside a running loop, and its handlers' clocks and

@@ -19,6 +19,7 @@ import pytest
 from assets.ctrl_c import CtrlC
 from assets.launcher import Launcher, StopRequested
 from atlas_pipeline.config import load_config
+from tests.conftest import pythons_own_sigint
 
 
 @pytest.fixture(autouse=True)
@@ -26,10 +27,8 @@ def _pythons_own_sigint_handler() -> Iterator[None]:
     """Python's own SIGINT handler, as a fresh `atlas crawl` has it (CtrlC takes only that
     one's place). An earlier test in the same worker process may have left another in place:
     in one CI run, with SIGINT ignored, none of these tests saw a KeyboardInterrupt at all."""
-    before = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, before)
+    with pythons_own_sigint():
+        yield
 
 
 class _CtrlCInFinalizer:

@@ -8,7 +8,6 @@ real SIGINT; what the server saw is read from its request log."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -16,7 +15,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,13 @@ import yaml
 from atlas_pipeline.config import load_config
 from atlas_pipeline.crawl import Engine, FetchResult, fetch_shard, plan_frontier
 from atlas_pipeline.reasons import Reason
-from tests.conftest import SandboxProcess, running_sandbox, sandbox_config, write_config
+from tests.conftest import (
+    SandboxProcess,
+    pythons_own_sigint,
+    running_sandbox,
+    sandbox_config,
+    write_config,
+)
 
 # make test runs `timing` tests after the others, one at a time: a second Ctrl-C must stop the
 # crawl within 2 s; with 3 other test processes on two cores it once took 2.9 s
@@ -193,22 +197,6 @@ def test_an_interrupted_dagster_step_is_reported_and_not_retried(tmp_path: Path)
         assert late == []  # and the retry policy's 5 s later brought no second batch
 
 
-@contextlib.contextmanager
-def _sigint_as_in_a_terminal() -> Iterator[None]:
-    """A child started in here has SIGINT at its default, as a terminal's foreground job has
-    it, whatever this process has. A signal ignored stays ignored across exec: with pytest
-    started as a background job of a script (SIGINT ignored, POSIX) and no earlier test
-    having reset it, `atlas crawl` rightly ignored the Ctrl-C while its runs, whose code
-    server sets its own handler, were interrupted; the crawl exited 1 after reporting them
-    failed (two CI runs of this test; reproduced by ignoring SIGINT here). A handler set in
-    this process is reset to the default by exec: so one is set, for the moment."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def test_ctrl_c_to_atlas_crawl_stops_every_shard_run_within_seconds(tmp_path: Path) -> None:
     """The user's case: Ctrl-C in the terminal reaches `atlas crawl` and its shard runs (one
     process group). It exits 130 within the grace and a few seconds of shutdown, no request
@@ -218,7 +206,12 @@ def test_ctrl_c_to_atlas_crawl_stops_every_shard_run_within_seconds(tmp_path: Pa
         cfg = {**yaml.safe_load(config.read_text()), "shards": 2}
         write_config(config, cfg)
         env = {**os.environ, "PYTHONPATH": str(REPO), "DAGSTER_HOME": str(tmp_path / "dg")}
-        with _sigint_as_in_a_terminal():
+        # SIGINT at its default in the crawl, as a terminal starts it. With pytest run as a
+        # background job of a script (SIGINT ignored, inherited across exec), `atlas crawl`
+        # rightly ignored the Ctrl-C while its runs, whose code server sets its own handler,
+        # were interrupted: it exited 1 after reporting them failed (two CI runs;
+        # reproduced by ignoring SIGINT here)
+        with pythons_own_sigint():
             proc = subprocess.Popen([sys.executable, "-m", "assets.cli", "crawl", "--config",
                                      str(config)], cwd=REPO, env=env, text=True,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,

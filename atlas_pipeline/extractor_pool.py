@@ -14,8 +14,10 @@ import math
 import multiprocessing
 import multiprocessing.util
 import os
+import pickle
 import queue
 import resource
+import select
 import signal
 import sys
 import threading
@@ -83,10 +85,10 @@ def _worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int = 0)
         soft = math.ceil(used.ru_utime + used.ru_stime + cpu_s)
         resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
         try:
-            conn.send(("ok", _parse(*job)))
+            _answer(conn, "ok", _parse(*job))
             continue
         except KeepFailed as exc:  # the disk's problem: not a parse failure of the document
-            conn.send((_KEEP_FAILED, str(exc)))
+            _answer(conn, _KEEP_FAILED, str(exc))
             continue
         except Exception as exc:  # the document's problem, not the worker's
             # C parsers report a failed allocation in their own words; the peak tells
@@ -94,10 +96,15 @@ def _worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int = 0)
                 limit and _peak_bytes() >= limit - 2**20
             )
             if not out_of_memory:
-                conn.send((Reason.PARSE_FAILED.value, f"{type(exc).__name__}: {exc}"))
+                _answer(conn, Reason.PARSE_FAILED.value, f"{type(exc).__name__}: {exc}")
                 continue
-        conn.send((Reason.PARSE_MEMORY.value, f"over {memory_mb} MiB beyond a warm parser"))
+        _answer(conn, Reason.PARSE_MEMORY.value, f"over {memory_mb} MiB beyond a warm parser")
         return
+
+
+def _answer(conn: Connection, kind: str, value: Any) -> None:
+    """Send a worker's answer, pickled by the C pickler (as the jobs are: see _Slot._run)."""
+    conn.send_bytes(pickle.dumps((kind, value), pickle.HIGHEST_PROTOCOL))
 
 
 _KEEP_FAILED = "keep_failed"
@@ -157,6 +164,9 @@ class _Slot:
         self.pool = pool
         self.proc: BaseProcess | None = None
         self.conn: Connection | None = None
+        # the answer's wait: one poll object a worker, not the selector that Connection.poll
+        # builds, registers and closes on every call (a third of this thread's time a page)
+        self.answer: select.poll | None = None
         self.busy = False  # a job is out to the worker
 
     def run(self, job: tuple[Any, ...]) -> dict[str, Any]:
@@ -184,9 +194,11 @@ class _Slot:
     def _run(self, job: tuple[Any, ...]) -> dict[str, Any]:
         if self.proc is None or not self.proc.is_alive():
             self._start()
-        assert self.conn is not None and self.proc is not None
-        self.conn.send(job)
-        if not self.conn.poll(self.pool.wall_s):
+        assert self.conn is not None and self.proc is not None and self.answer is not None
+        # pickled here, not by Connection.send's ForkingPickler (for handles and sockets,
+        # which a job never holds): the C pickler alone is a fifth of the cost
+        self.conn.send_bytes(pickle.dumps(job, pickle.HIGHEST_PROTOCOL))
+        if not self.answer.poll(self.pool.wall_s * 1000):
             self.stop()
             raise ParserFailure(
                 Reason.PARSE_TIMEOUT.value, f"no answer in {self.pool.wall_s:.0f} s"
@@ -220,6 +232,8 @@ class _Slot:
             self.proc.start()
         child.close()
         self.conn = parent
+        self.answer = select.poll()
+        self.answer.register(parent.fileno(), select.POLLIN)
         if not parent.poll(self.pool.wall_s):
             self.stop()
             raise ParserFailure(Reason.PARSE_TIMEOUT.value,
@@ -249,7 +263,7 @@ class _Slot:
             if self.proc.is_alive():
                 self.proc.kill()
                 self.proc.join(5)
-        self.proc, self.conn = None, None
+        self.proc, self.conn, self.answer = None, None, None
 
 
 class ExtractorPool:

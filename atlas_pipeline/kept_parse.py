@@ -39,6 +39,10 @@ class Keep:
     version: str
     words: bool = False
 
+    def __reduce__(self) -> tuple[type[Keep], tuple[str, str, str, bool]]:
+        # sent with every job: a dataclass's own pickling walks fields() in Python
+        return (Keep, (self.root, self.key, self.version, self.words))
+
 
 def keep_root(bodies: Bodies) -> str | None:
     """The folder a worker keeps bodies in, or None: the batch stores them (object store)."""
@@ -74,7 +78,9 @@ def parse_kept(
         # touched before the cache is read and the parse runs, as a put would: the sweeper
         # then spares a stored body (and the text it carries) for as long as this takes
         stored = store.touch(keep.key)
-        cached = store.get_extraction(keep.key, keep.version) if want_text else None
+        # a body not stored has no text kept either (the sweeper takes both): no lookup,
+        # two failed opens a new page; a text that outlived its body is only made again
+        cached = store.get_extraction(keep.key, keep.version) if want_text and stored else None
     except OSError as exc:
         raise KeepFailed(f"body store {keep.root}: {exc}") from None
     out = parse_page(body, url, charset, want_text and cached is None, meta_names)

@@ -78,9 +78,7 @@ def parse_kept(
         # touched before the cache is read and the parse runs, as a put would: the sweeper
         # then spares a stored body (and the text it carries) for as long as this takes
         stored = store.touch(keep.key)
-        # a body not stored has no text kept either (the sweeper takes both): no lookup,
-        # two failed opens a new page; a text that outlived its body is only made again
-        cached = store.get_extraction(keep.key, keep.version) if want_text and stored else None
+        cached = store.get_extraction(keep.key, keep.version) if want_text else None
     except OSError as exc:
         raise KeepFailed(f"body store {keep.root}: {exc}") from None
     out = parse_page(body, url, charset, want_text and cached is None, meta_names)

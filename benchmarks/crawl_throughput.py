@@ -673,6 +673,13 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"  wall seconds      {ra['seconds']:.2f}x")
     print(f"  pages/s           {ra['pages_per_s']:.2f}x")
     print(f"  CPU s/page        {ra['cpu_s_per_page']:.2f}x")
+    if len(rounds) > 1:
+        pr = report["paired_ratios"]
+        print(
+            f"  paired: the median of the rounds' own ratios, {pr['pages_per_s_ratio']:.2f}x "
+            f"pages/s and {pr['cpu_s_per_page_ratio']:.2f}x CPU s/page (each round's two "
+            "runs share its machine; the medians above may come from different rounds)"
+        )
     print(f"  peak RSS process  {ra['rss_mib']:.2f}x")
     print(f"  peak RSS children {ra['children_rss_mib']:.2f}x")
     print(
@@ -755,6 +762,21 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
+def paired_ratios(rounds: list[dict[str, Any]]) -> dict[str, float]:
+    """The median of each round's own Atlas / baseline ratio. The medians' ratio divides
+    numbers that may come from different rounds, so it takes no account of the machine's
+    drift between rounds, which the two contenders of one round share (they run back to
+    back): on 2026-12-06 the baseline measured 12.79 ms/page in one round and 14.61 in the
+    next, and the medians' ratio came out 1.09x CPU/page while the rounds' own were 1.24x,
+    1.23x and 1.09x."""
+    import statistics
+
+    return {
+        key: statistics.median(rd[key] for rd in rounds)
+        for key in ("pages_per_s_ratio", "cpu_s_per_page_ratio")
+    }
+
+
 def main_parent(args: argparse.Namespace) -> None:
     def log(msg: str) -> None:
         print(f"[bench] {msg}", file=sys.stderr, flush=True)
@@ -832,6 +854,7 @@ def main_parent(args: argparse.Namespace) -> None:
             )
         },
     }
+    report["paired_ratios"] = paired_ratios(report["rounds"])
     if args.json:
         print(json.dumps(report, indent=2))
     else:

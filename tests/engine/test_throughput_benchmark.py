@@ -35,6 +35,16 @@ def test_each_number_is_the_median_of_its_rounds() -> None:
     assert bench.median_row(rows[:1]) == {**rows[0], "rounds": 1}
 
 
+def test_the_paired_ratio_is_the_median_of_each_rounds_own_ratio() -> None:
+    # the run of 2026-12-06: the medians' ratio (16.00 / 14.61 ms = 1.09x) paired Atlas's
+    # third round with the baseline's second; the rounds themselves said 1.24, 1.23, 1.09
+    bench = load_benchmark("crawl_throughput")
+    rounds = [{"pages_per_s_ratio": p, "cpu_s_per_page_ratio": c}
+              for p, c in ((0.80, 1.24), (0.80, 1.23), (0.90, 1.09))]  # fmt: skip
+    assert bench.paired_ratios(rounds) == {"pages_per_s_ratio": 0.80, "cpu_s_per_page_ratio": 1.23}
+    assert bench.paired_ratios(rounds[:2])["cpu_s_per_page_ratio"] == (1.24 + 1.23) / 2
+
+
 def test_a_default_run_is_three_rounds_and_a_smoke_run_one() -> None:
     # one round is at the mercy of the VM: the same code gave 1.64x and then 1.00-1.31x
     bench = load_benchmark("crawl_throughput")

@@ -195,8 +195,8 @@ class _Slot:
         if self.proc is None or not self.proc.is_alive():
             self._start()
         assert self.conn is not None and self.proc is not None and self.answer is not None
-        # pickled here, not by Connection.send's ForkingPickler (for handles and sockets,
-        # which a job never holds): the C pickler alone is a fifth of the cost
+        # pickled here, not by Connection.send's ForkingPickler (made for handles and
+        # sockets, which a job never holds): it was a fifth of this thread's samples
         self.conn.send_bytes(pickle.dumps(job, pickle.HIGHEST_PROTOCOL))
         if not self.answer.poll(self.pool.wall_s * 1000):
             self.stop()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Generic, TypeVar, cast
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -40,14 +40,6 @@ class _Done:
         self.error = error
 
 
-class _Outcome(Generic[R]):
-    __slots__ = ("error", "result")
-
-    def __init__(self) -> None:
-        self.result: R | None = None
-        self.error: BaseException | None = None
-
-
 def write_behind(
     consume: Callable[[Iterator[T]], R],
     items: Iterable[T],
@@ -59,7 +51,8 @@ def write_behind(
     if depth < 1:
         raise ValueError(f"write_behind depth must be at least 1, not {depth}")
     box: queue.Queue[T | _Done] = queue.Queue(maxsize=depth)
-    outcome: _Outcome[R] = _Outcome()
+    result: R | None = None
+    error: BaseException | None = None  # the consumer's
     finished = threading.Event()
 
     def stream() -> Iterator[T]:
@@ -72,10 +65,11 @@ def write_behind(
             yield item
 
     def run() -> None:
+        nonlocal result, error
         try:
-            outcome.result = consume(stream())
+            result = consume(stream())
         except BaseException as exc:  # the caller's to raise
-            outcome.error = exc
+            error = exc
         finished.set()
 
     def hand_over(item: T | _Done) -> bool:
@@ -101,6 +95,6 @@ def write_behind(
     worker.join()
     if failure is not None:
         raise failure
-    if outcome.error is not None:
-        raise outcome.error
-    return cast(R, outcome.result)  # consume returned (it may return None)
+    if error is not None:
+        raise error
+    return cast(R, result)  # consume returned (it may return None)

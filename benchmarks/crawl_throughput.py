@@ -312,26 +312,53 @@ def _measure_end(start: tuple[float, float, float, float, float]) -> dict[str, A
     }
 
 
-def _time_lake_write() -> list[float]:
-    """[wall s, main-thread CPU s] of the lake writes after each batch (the serial tail of a
-    fetch_shard, while the extraction workers idle), summed; filled in as they run. The
-    Parquet encoding of those writes runs on lake-writer threads (delta_files.write_files),
-    counted in the per-thread split, not here."""
+def _time_lake_write() -> tuple[list[float], dict[str, list[float]]]:
+    """([wall s, main-thread CPU s] of the lake writes after each batch (the serial tail of a
+    fetch_shard, while the extraction workers idle), {step: [wall s, main-thread CPU s]}),
+    summed and filled in as they run. The steps: each table's write, and the store moving
+    the written records out. The Parquet encoding of those writes runs on lake-writer
+    threads (delta_files.write_files), counted in the per-thread split, not here."""
     import atlas_pipeline.crawl as crawl
+    from atlas_pipeline.coordination.operator import OperatorStore
+    from atlas_pipeline.lake import Lake
 
     spent = [0.0, 0.0]
+    steps: dict[str, list[float]] = {}
+    inside = [False]  # a step counts only within the tail (plan_frontier writes too)
+
+    def timer(inner: Any, name: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not inside[0]:
+                return inner(*args, **kwargs)
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                step = steps.setdefault(name(args), [0.0, 0.0])
+                step[0] += time.perf_counter() - wall
+                step[1] += time.thread_time() - cpu
+
+        return timed
+
+    Lake.add_texts = timer(Lake.add_texts, lambda a: "document_texts")  # type: ignore[method-assign]
+    Lake.write_partition = timer(Lake.write_partition, lambda a: a[1])  # type: ignore[method-assign]
+    OperatorStore.partition_written = timer(  # type: ignore[method-assign]
+        OperatorStore.partition_written, lambda a: "records out of the store"
+    )
     inner = crawl.write_fetch_partitions
 
-    def timed(*args: Any, **kwargs: Any) -> Any:
+    def tail(*args: Any, **kwargs: Any) -> Any:
         wall, cpu = time.perf_counter(), time.thread_time()
+        inside[0] = True
         try:
             return inner(*args, **kwargs)
         finally:
+            inside[0] = False
             spent[0] += time.perf_counter() - wall
             spent[1] += time.thread_time() - cpu
 
-    crawl.write_fetch_partitions = timed  # type: ignore[assignment]
-    return spent
+    crawl.write_fetch_partitions = tail  # type: ignore[assignment]
+    return spent, steps
 
 
 @contextlib.contextmanager
@@ -385,7 +412,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
             profiler = cProfile.Profile()
             sampler = _RssSampler()
         threads = _ThreadCpu()
-        lake_write = _time_lake_write()
+        lake_write, lake_steps = _time_lake_write()
         start = _measure_start()
         if profiler is not None:
             profiler.enable()
@@ -422,6 +449,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
         out = _measure_end(start)
         out["thread_cpu_s"] = threads.stop()
         out["lake_write_s"], out["lake_write_cpu_s"] = lake_write
+        out["lake_steps_s"] = {k: v[0] for k, v in lake_steps.items()}
         out["workers_hwm_mib"] = hwm
         if sampler is not None:
             sampler.mark("done")
@@ -602,6 +630,7 @@ def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
             {
                 "lake_write_s": r["lake_write_s"],
                 "lake_write_cpu_s": r["lake_write_cpu_s"],
+                "lake_steps_s": r.get("lake_steps_s", {}),
                 "claims": r["claims"],
                 "claimed": r["claimed"],
             }
@@ -707,6 +736,9 @@ def print_table(report: dict[str, Any]) -> None:
                 f"wall, {row['lake_write_cpu_s']:.1f} s CPU of the main thread (Parquet "
                 "encoding runs on lake-writer threads, in the split above)"
             )
+            if row.get("lake_steps_s"):
+                split = ", ".join(f"{k} {v:.2f} s" for k, v in row["lake_steps_s"].items())
+                print(f"  {row['contender']} lake writes by step (wall): {split}")
             per = row["claimed"] / row["claims"] if row["claims"] else 0.0
             print(
                 f"  {row['contender']} claims: {row['claims']} store transactions leased "

@@ -312,10 +312,10 @@ def _measure_end(start: tuple[float, float, float, float, float]) -> dict[str, A
     }
 
 
-def _time_lake_write() -> tuple[list[float], dict[str, list[float]]]:
+def _time_lake_write() -> tuple[list[float], dict[str, float]]:
     """([wall s, main-thread CPU s] of the lake writes after each batch (the serial tail of a
-    fetch_shard, while the extraction workers idle), {step: [wall s, main-thread CPU s]}),
-    summed and filled in as they run. The steps: each table's write, and the store moving
+    fetch_shard, while the extraction workers idle), {step: wall s}), summed and filled in
+    as they run. The steps: each table's write, and the store moving
     the written records out. The Parquet encoding of those writes runs on lake-writer
     threads (delta_files.write_files), counted in the per-thread split, not here."""
     import atlas_pipeline.crawl as crawl
@@ -323,20 +323,19 @@ def _time_lake_write() -> tuple[list[float], dict[str, list[float]]]:
     from atlas_pipeline.lake import Lake
 
     spent = [0.0, 0.0]
-    steps: dict[str, list[float]] = {}
+    steps: dict[str, float] = {}
     inside = [False]  # a step counts only within the tail (plan_frontier writes too)
 
     def timer(inner: Any, name: Any) -> Any:
         def timed(*args: Any, **kwargs: Any) -> Any:
             if not inside[0]:
                 return inner(*args, **kwargs)
-            wall, cpu = time.perf_counter(), time.thread_time()
+            wall = time.perf_counter()
             try:
                 return inner(*args, **kwargs)
             finally:
-                step = steps.setdefault(name(args), [0.0, 0.0])
-                step[0] += time.perf_counter() - wall
-                step[1] += time.thread_time() - cpu
+                step = name(args)
+                steps[step] = steps.get(step, 0.0) + time.perf_counter() - wall
 
         return timed
 
@@ -449,7 +448,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
         out = _measure_end(start)
         out["thread_cpu_s"] = threads.stop()
         out["lake_write_s"], out["lake_write_cpu_s"] = lake_write
-        out["lake_steps_s"] = {k: v[0] for k, v in lake_steps.items()}
+        out["lake_steps_s"] = lake_steps
         out["workers_hwm_mib"] = hwm
         if sampler is not None:
             sampler.mark("done")

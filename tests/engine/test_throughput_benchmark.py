@@ -127,5 +127,5 @@ def test_the_lake_tail_is_split_by_step_and_the_frontier_write_is_not_in_it(
     assert pl.read_delta(result.documents.uri).height == 2
     assert list(steps) == ["document_texts", "fetches", "documents", "links", "index_ready",
                            "records out of the store"]  # fmt: skip
-    assert all(wall > 0 and cpu >= 0 for wall, cpu in steps.values())
-    assert spent[0] >= sum(wall for wall, _ in steps.values())
+    assert all(wall > 0 for wall in steps.values())
+    assert spent[0] >= sum(steps.values())

@@ -91,6 +91,11 @@ PARSE_BACKLOG_PER_WORKER = 16
 # fell from 5.8 to 5.0 s with this change alone (4.2 s with the backlog at 16).
 COMMIT_GROUP = 64
 COMMIT_WINDOW_S = 0.1
+# While the parse backlog keeps a batch from claiming, the origin slots of finished requests
+# are given back in a transaction of their own once the oldest has waited this long (a
+# claim gives them back in its own transaction sooner). Holding a slot a little longer only
+# ever delays a request to its origin.
+GIVE_BACK_WINDOW_S = 0.1
 BODY_THREADS = 4  # threads per batch for body-store reads and writes (disk or object store)
 
 # URL identity

@@ -416,7 +416,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
         if profiler is not None:
             profiler.enable()
         eng = Engine.from_config(cfg)
-        requests = robots = nbytes = claims = claimed = 0
+        requests = robots = nbytes = claims = claimed = slot_returns = 0
         outcomes: dict[str, int] = {}
         for shard in range(cfg.shards):
             if sampler is not None:
@@ -428,6 +428,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
             requests += res.stats.requests
             claims += res.stats.claims
             claimed += res.stats.claimed
+            slot_returns += res.stats.slot_returns
             robots += res.stats.robots_requests
             nbytes += res.stats.bytes
             for k, v in res.stats.outcomes.items():
@@ -472,6 +473,7 @@ def run_atlas(args: argparse.Namespace) -> dict[str, Any]:
         robots_requests=robots,
         claims=claims,
         claimed=claimed,
+        slot_returns=slot_returns,
         bytes=nbytes,
         outcomes=outcomes,
         text_chars=int(docs["text_chars"].sum()) if docs.height else 0,
@@ -632,6 +634,7 @@ def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
                 "lake_steps_s": r.get("lake_steps_s", {}),
                 "claims": r["claims"],
                 "claimed": r["claimed"],
+                "slot_returns": r.get("slot_returns", 0),
             }
             if "lake_write_s" in r
             else {}
@@ -741,7 +744,8 @@ def print_table(report: dict[str, Any]) -> None:
             per = row["claimed"] / row["claims"] if row["claims"] else 0.0
             print(
                 f"  {row['contender']} claims: {row['claims']} store transactions leased "
-                f"{row['claimed']} URLs ({per:.1f} a claim)"
+                f"{row['claimed']} URLs ({per:.1f} a claim); {row['slot_returns']} more gave "
+                "finished slots back on their own"
             )
     print(
         "Notes: seconds and CPU cover the crawl only (Atlas: Engine.from_config .. last "

@@ -258,7 +258,12 @@ class OperatorStore(OriginStore):
             )
             for i in range(0, len(ids), _BATCH):
                 in_list, part = marks("id", ids[i : i + _BATCH])
-                where = f"cycle = :cycle AND shard = :shard AND fetch_id IN ({in_list})"
+                # Found by primary key, the partition only checked: written as plain
+                # `cycle = :cycle AND shard = :shard`, it led SQLite through the partition's
+                # index to read every record of the partition, blobs included, for each 200
+                # ids (50 such reads of 10k records: 0.8 s of a 10k-page benchmark's lake
+                # write). `|| ''` and `+ 0` keep either backend from using an index for them.
+                where = f"fetch_id IN ({in_list}) AND cycle || '' = :cycle AND shard + 0 = :shard"
                 params = {"cycle": cycle, "shard": shard, **part}
                 refs = c.execute(
                     f"""SELECT body_key, url, COALESCE(committed_at, :now) FROM fetch_records

@@ -1,5 +1,8 @@
 """The work queue: claims (origin first, under fairness, pacing and robots) and the slots
-their requests give back; what happens to a lease after its claim is in leases.py."""
+their requests give back; what happens to a lease after its claim is in leases.py.
+It runs past 400 lines because a claim's steps (the look at ready origins, taking them,
+serving each, reading and leasing its best URLs) share one transaction and one state and
+are read together."""
 
 from __future__ import annotations
 
@@ -322,7 +325,26 @@ class QueueStore(OriginStore):
         blocked: list[dict[str, Any]],
         deferred: list[str],
     ) -> list[Lease]:
-        rows = c.execute(
+        # The best n rows first: most claims lease every one of them, and a look at the
+        # whole scan window made a claim read 8 rows for each it leased (81,703 rows for
+        # 9,949 leases on the 10k-page benchmark). Only when some were passed over
+        # (robots-blocked, variants held back) does the look widen to the scan window.
+        looked: list[Row] = []
+        room: dict[str, int] = {}
+        leases: list[Lease] = []
+        for limit in (n, _SCAN + n - 1):
+            rows = self._due_rows(c, origin["origin"], cycle, now, limit)
+            fresh, looked = rows[len(looked) :], rows
+            self._take_rows(c, fresh, origin, policy, cycle, now, token, lease_s, gap, n, room,
+                            leases, blocked, deferred)  # fmt: skip
+            if len(leases) == n or len(rows) < limit:
+                break
+        return leases
+
+    @staticmethod
+    def _due_rows(c: Conn, origin: str, cycle: str, now: float, limit: int) -> list[Row]:
+        """The origin's due URLs of `cycle`, best first, at most `limit`."""
+        return list(c.execute(
             """SELECT seq, url, depth, fence, attempts, etag, last_modified, redirect_chain, kind,
                       priority, content_hash, document_id, change_history, last_checked_at,
                       revisit_interval_s, trap_query
@@ -330,13 +352,33 @@ class QueueStore(OriginStore):
                WHERE origin = :origin AND cycle = :cycle
                  AND state IN ('eligible', 'failed_retryable')
                  AND due_at <= :now ORDER BY priority DESC, seq LIMIT :n""",
-            {"origin": origin["origin"], "cycle": cycle, "now": now, "n": _SCAN + n - 1},
-        ).fetchall()
+            {"origin": origin, "cycle": cycle, "now": now, "n": limit},
+        ).fetchall())  # fmt: skip
+
+    def _take_rows(
+        self,
+        c: Conn,
+        rows: list[Row],
+        origin: Row,
+        policy: RobotsPolicy,
+        cycle: str,
+        now: float,
+        token: str,
+        lease_s: float,
+        gap: float,
+        n: int,
+        room: dict[str, int],
+        leases: list[Lease],
+        blocked: list[dict[str, Any]],
+        deferred: list[str],
+    ) -> None:
+        """Lease `rows` in order until `leases` holds n; `room` is what each query-variant
+        path may still lease in this claim (read from the store on a path's first sight)."""
         paths = {row["url"]: query_key_path(row["trap_query"])
                  for row in rows if row["trap_query"] is not None}  # fmt: skip
-        room = (variant_rooms(c, origin["origin"], cycle, set(paths.values()),
-                              self.caps.novelty_window) if paths else {})  # fmt: skip
-        leases: list[Lease] = []
+        unseen = set(paths.values()) - room.keys()
+        if unseen:
+            room.update(variant_rooms(c, origin["origin"], cycle, unseen, self.caps.novelty_window))
         for row in rows:
             if len(leases) == n:
                 break
@@ -377,7 +419,6 @@ class QueueStore(OriginStore):
                     owner_token=int(origin["owner_token"]),
                 )
             )
-        return leases
 
     def release_slots(self, finished: Sequence[tuple[str, int]]) -> None:
         """Requests are over: give their origin slots back (only the current attempts can)."""

@@ -101,3 +101,41 @@ def test_retention_and_opt_outs_reach_the_moved_body_references(tmp_path: Path) 
     assert store.expire_bodies(now + 100) == 1
     assert store.referenced_bodies() == set()
     store.close()
+
+
+def test_moving_records_out_finds_them_by_key_and_only_in_their_partition(
+    tmp_path: Path,
+    backend: str,  # noqa: F811  (the two-backend fixture)
+) -> None:
+    store = make_store(tmp_path, gap=0.0)
+    # a dozen ids: for two or three, SQLite takes the primary key whatever the statement says
+    pages = [f"{A}/{i}" for i in range(12)]
+    now = ready_origin(store, pages)
+    ids = set()
+    for i in range(len(pages)):
+        lease = store.claim(CYCLE, SHARD, now + i, TOKEN, LEASE_S)
+        assert isinstance(lease, Lease) and lease.url in pages, lease
+        res = Outcome(UrlState.FETCHED, "fetched", now + TTL, 200,
+                      record=FetchRecord(url=lease.url, body_key=f"k{i}"))  # fmt: skip
+        assert store.commit(lease, res, CYCLE, now + i)
+        ids.add(res.record.fetch_id)
+    fc = _commit(store, OTHER, C, now + 20, "kc")
+    lease = store.acquire_batch(CYCLE, SHARD, "run-1", T0)
+    statements: list[str] = []
+    if backend == "sqlite":
+        store._conn().set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    # an id of another partition among them is left where it is
+    assert store.partition_written(CYCLE, SHARD, lease.fence, ids | {fc}, 12, now + 30) == 12
+    assert _ids(store, CYCLE) == [] and _ids(store, OTHER) == [fc]
+    assert store.referenced_bodies() == {f"k{i}" for i in range(12)} | {"kc"}
+    if backend == "sqlite":
+        # by primary key: through the partition's index SQLite read every record of the
+        # partition, blobs and all, once for every 200 ids moved
+        db = store._conn()  # type: ignore[attr-defined]
+        db.set_trace_callback(None)
+        moves = [s for s in statements if "fetch_records" in s and "fetch_id IN" in s]
+        assert len(moves) == 2  # the body references read, then the delete
+        for sql in moves:
+            plan = " ".join(str(row[3]) for row in db.execute(f"EXPLAIN QUERY PLAN {sql}"))
+            assert "fetch_records_partition" not in plan and "(fetch_id=?)" in plan, plan
+    store.close()

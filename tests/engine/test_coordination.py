@@ -849,6 +849,37 @@ def test_claim_batch_takes_one_url_per_origin_with_a_gap_and_advances_each_clock
     assert claim_batch(store, T0 + 5, 8) == Wait(T0 + 10)
 
 
+def test_a_claim_reads_the_rows_it_leases_and_widens_only_past_blocked_ones(
+    tmp_path: Path,
+) -> None:
+    store = make_store(tmp_path, gap=0.0, max_in_flight=3)
+    looks: list[int] = []
+    due_rows = store._due_rows  # type: ignore[attr-defined]
+
+    def spy(c, origin, cycle, now, limit):  # type: ignore[no-untyped-def]
+        looks.append(limit)
+        return due_rows(c, origin, cycle, now, limit)
+
+    store._due_rows = spy  # type: ignore[attr-defined]
+    text = "User-agent: *\nDisallow: /private/\n"
+    urls = [f"https://news-a.example.test/{i}" for i in range(40)]
+    urls += [f"https://news-a.example.test/private/{i}" for i in range(2)]
+    store.discover([cand(u, priority=0.5) for u in urls[:40]], CYCLE)
+    store.discover([cand(u, priority=0.9) for u in urls[40:]], CYCLE)  # best, and blocked
+    now = ready_origin(store, [], text=text)
+    got = claim_batch(store, now, 3)
+    assert isinstance(got, list) and len(got) == 3
+    assert all("/private/" not in x.url for x in got)
+    # the best three held two blocked URLs: the look widened to the scan window once
+    assert looks == [3, 16 + 3 - 1]
+    looks.clear()
+    released = [(x.url, x.fence) for x in got if isinstance(x, Lease)]
+    again = claim_batch(store, now, 3, release=released)
+    assert isinstance(again, list) and len(again) == 3
+    assert looks == [3]  # nothing passed over: three rows read for three leases
+    assert {r["url"]: r["state"] for r in store.url_rows(SHARD)}[urls[40]] == "blocked"
+
+
 def test_claim_batch_gives_back_finished_slots_first(tmp_path: Path) -> None:
     store = make_store(tmp_path, gap=0.0, max_in_flight=1)
     now = ready_origin(store, ["https://news-a.example.test/a", "https://news-a.example.test/b"])

@@ -4,11 +4,44 @@ makes an older run's lake write of the partition stale)."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from dataclasses import replace
 
 from ..reasons import Reason
 from .base import BatchLease, Lease
-from .core import StoreCore
+from .core import Row, StoreCore
+
+
+def lease_of(
+    row: Row, origin: Row, robots_version: int, now: float, lease_s: float, gap: float
+) -> Lease:
+    """The lease a claim takes on a due URL (`row`, as the claim read it) of `origin`."""
+    return Lease(
+        url=row["url"],
+        origin=origin["origin"],
+        shard=int(origin["shard"]),
+        depth=int(row["depth"]),
+        fence=int(row["fence"]) + 1,
+        lease_id=uuid.uuid4().hex,
+        expires_at=now + lease_s,
+        attempts=int(row["attempts"]) + 1,
+        robots_version=robots_version,
+        etag=row["etag"],
+        last_modified=row["last_modified"],
+        claimed_at=now,
+        gap_s=gap,
+        redirect_chain=tuple(json.loads(row["redirect_chain"] or "[]")),
+        kind=row["kind"],
+        priority=float(row["priority"]),
+        content_hash=row["content_hash"],
+        document_id=row["document_id"],
+        change_history=row["change_history"],
+        last_checked_at=row["last_checked_at"],
+        revisit_interval_s=row["revisit_interval_s"],
+        conditional=bool(origin["validators_trusted"]),
+        owner_token=int(origin["owner_token"]),
+    )
 
 
 class LeaseStore(StoreCore):

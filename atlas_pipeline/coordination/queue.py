@@ -1,12 +1,8 @@
 """The work queue: claims (origin first, under fairness, pacing and robots) and the slots
-their requests give back; what happens to a lease after its claim is in leases.py.
-It runs past 400 lines because a claim's steps (the look at ready origins, taking them,
-serving each, reading and leasing its best URLs) share one transaction and one state and
-are read together."""
+their requests give back; what happens to a lease after its claim is in leases.py."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -45,6 +41,7 @@ from .core import (
     _origin_slot,
     origin_gap_s,
 )
+from .leases import lease_of
 from .origins import OriginStore
 from .writes import BLOCK, CLOCK, LEASE, RELEASE
 
@@ -263,8 +260,21 @@ class QueueStore(OriginStore):
                                int(origin["owner_token"]))]  # fmt: skip
         free = _origin_slot(origin).max_in_flight - int(origin["in_flight"])
         n = 1 if gap > 0 else max(1, min(limit, free))
-        return list(self._lease_best_urls(c, origin, self._policy(origin), cycle, now, token,
-                                          lease_s, gap, n, blocked, deferred))  # fmt: skip
+        # The best n rows first: most claims lease every one of them, and a look at the
+        # whole scan window made a claim read 8 rows for each it leased (81,703 rows for
+        # 9,949 leases on the 10k-page benchmark). Only when some were passed over
+        # (robots-blocked, variants held back) does the look widen to the scan window.
+        policy, looked = self._policy(origin), 0
+        room: dict[str, int] = {}
+        leases: list[Lease | RobotsTask] = []
+        for window in (n, _SCAN + n - 1):
+            rows = self._due_rows(c, origin["origin"], cycle, now, window)
+            self._take_rows(c, rows[looked:], origin, policy, cycle, now, token, lease_s, gap, n,
+                            room, leases, blocked, deferred)  # fmt: skip
+            looked = len(rows)
+            if len(leases) == n or len(rows) < window:
+                break
+        return leases
 
     def _when_next(self, c: Conn, cycle: str, shard: int, now: float) -> Wait | Drained:
         """Nothing is claimable now: when might something be (the slow, full look)?"""
@@ -311,36 +321,6 @@ class QueueStore(OriginStore):
             self._policies[key] = policy
         return policy
 
-    def _lease_best_urls(
-        self,
-        c: Conn,
-        origin: Row,
-        policy: RobotsPolicy,
-        cycle: str,
-        now: float,
-        token: str,
-        lease_s: float,
-        gap: float,
-        n: int,
-        blocked: list[dict[str, Any]],
-        deferred: list[str],
-    ) -> list[Lease]:
-        # The best n rows first: most claims lease every one of them, and a look at the
-        # whole scan window made a claim read 8 rows for each it leased (81,703 rows for
-        # 9,949 leases on the 10k-page benchmark). Only when some were passed over
-        # (robots-blocked, variants held back) does the look widen to the scan window.
-        looked: list[Row] = []
-        room: dict[str, int] = {}
-        leases: list[Lease] = []
-        for limit in (n, _SCAN + n - 1):
-            rows = self._due_rows(c, origin["origin"], cycle, now, limit)
-            fresh, looked = rows[len(looked) :], rows
-            self._take_rows(c, fresh, origin, policy, cycle, now, token, lease_s, gap, n, room,
-                            leases, blocked, deferred)  # fmt: skip
-            if len(leases) == n or len(rows) < limit:
-                break
-        return leases
-
     @staticmethod
     def _due_rows(c: Conn, origin: str, cycle: str, now: float, limit: int) -> list[Row]:
         """The origin's due URLs of `cycle`, best first, at most `limit`."""
@@ -368,7 +348,7 @@ class QueueStore(OriginStore):
         gap: float,
         n: int,
         room: dict[str, int],
-        leases: list[Lease],
+        leases: list[Lease | RobotsTask],
         blocked: list[dict[str, Any]],
         deferred: list[str],
     ) -> None:
@@ -392,33 +372,7 @@ class QueueStore(OriginStore):
                     deferred.append(row["url"])
                     continue
                 room[path] -= 1
-            leases.append(
-                Lease(
-                    url=row["url"],
-                    origin=origin["origin"],
-                    shard=int(origin["shard"]),
-                    depth=int(row["depth"]),
-                    fence=int(row["fence"]) + 1,
-                    lease_id=uuid.uuid4().hex,
-                    expires_at=now + lease_s,
-                    attempts=int(row["attempts"]) + 1,
-                    robots_version=policy.version,
-                    etag=row["etag"],
-                    last_modified=row["last_modified"],
-                    claimed_at=now,
-                    gap_s=gap,
-                    redirect_chain=tuple(json.loads(row["redirect_chain"] or "[]")),
-                    kind=row["kind"],
-                    priority=float(row["priority"]),
-                    content_hash=row["content_hash"],
-                    document_id=row["document_id"],
-                    change_history=row["change_history"],
-                    last_checked_at=row["last_checked_at"],
-                    revisit_interval_s=row["revisit_interval_s"],
-                    conditional=bool(origin["validators_trusted"]),
-                    owner_token=int(origin["owner_token"]),
-                )
-            )
+            leases.append(lease_of(row, origin, policy.version, now, lease_s, gap))
 
     def release_slots(self, finished: Sequence[tuple[str, int]]) -> None:
         """Requests are over: give their origin slots back (only the current attempts can)."""

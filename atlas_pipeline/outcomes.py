@@ -182,9 +182,8 @@ class Outcomes:
             mine = asyncio.get_running_loop().create_future()
             self._pending_text[key] = mine
         try:
-            fut = self.pool.submit(resp.body, lease.url, resp.charset, mine is not None,
-                                   meta_names(self.cfg.robots_token), keep)  # fmt: skip
-            parsed = await asyncio.wrap_future(fut)
+            parsed = await self.pool.parse(resp.body, lease.url, resp.charset, mine is not None,
+                                           meta_names(self.cfg.robots_token), keep)  # fmt: skip
             if mine is not None:
                 if keep is None:
                     await self._blob(self.bodies.put_extraction, key, d.EXTRACTION_VERSION,
@@ -287,8 +286,7 @@ class Outcomes:
 
     async def extract_dom(self, dom: bytes, url: str) -> dict[str, Any]:
         """A rendered page's DOM parsed like any page (in the parser pool, text wanted)."""
-        fut = self.pool.submit(dom, url, "utf-8", True, meta_names(self.cfg.robots_token))
-        return await asyncio.wrap_future(fut)
+        return await self.pool.parse(dom, url, "utf-8", True, meta_names(self.cfg.robots_token))
 
     def _revisit_policy(self, origin: str) -> RevisitPolicy:
         """The configured bounds, or an operator's for this origin or its domain."""

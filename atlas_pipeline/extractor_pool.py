@@ -2,50 +2,140 @@
 
 A parser that crashes, loops or balloons costs that document (ParserFailure), never the
 batch. One pool per process and limits (`shared_pool`) lives across batches; its workers
-start with it and die with their parent (extraction_worker).
-
-A fetch batch awaits `parse` on its own event loop, which writes the job to the worker's
-socket and reads the answer itself: no thread of the pool stands between them. A thread per
-worker used to carry every job (pickle, send, wait, read, then hand the answer to the loop
-through a concurrent future): two thread hand-offs a page, which cost the batch's process
-0.09 ms of CPU a page more than the loop doing the same I/O (measured over 1,500 sandbox
-pages with the same two workers: 0.50 against 0.41 ms a job), and two more threads taking
-turns at its interpreter lock. The slots are shared by every loop of the process (batches
-run in threads), taken and given back under a lock. `submit`, for callers without a loop,
-runs `parse` on a loop thread of the pool's own.
+start with it and die with their parent.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import ctypes
 import logging
+import math
 import multiprocessing
 import multiprocessing.util
 import os
 import pickle
+import queue
+import resource
+import select
 import signal
-import socket
-import struct
 import sys
 import threading
 import types
-from collections.abc import Coroutine, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 from . import defaults as d
-from .extraction_worker import KEEP_FAILED, ParserFailure, run_worker
-from .kept_parse import Keep
-from .loop_shared import Closed, LoopShared
+from .kept_parse import Keep, KeepFailed, parse_kept
+from .parsing import parse_page, warm
 from .reasons import Reason
-
-__all__ = ["ExtractorPool", "ParserFailure", "close_shared", "shared_pool"]
 
 log = logging.getLogger(__name__)
 
-_SHORT, _LONG = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing's frame header
+
+class ParserFailure(Exception):
+    """One document could not be parsed within its limits; `reason` is the reason code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when its parent dies (Linux), so a crawl killed
+    with -9 leaves no worker behind, not even one busy with a long document (an idle one
+    would see its pipe close anyway). Ctrl-C is the parent's to handle: workers ignore it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the pipe's EOF still ends an idle worker
+        return
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(0)
+
+
+def _worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int = 0) -> None:
+    """Parse jobs until told to stop. Once warm, the address space is capped at its size plus
+    `memory_mb`; every job gets `cpu_s` seconds of CPU on top of what the worker used so far
+    (the kernel kills it with SIGXCPU past that). A worker that hit its memory cap answers
+    and exits, so the next document starts in a fresh one. It dies with its parent."""
+    if parent_pid:
+        _die_with(parent_pid)
+    warm()
+    limit = _mapped_bytes() + memory_mb * 1024 * 1024 if memory_mb else 0
+    if limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    conn.send((_READY, None))
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        if job is None:
+            return
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        soft = math.ceil(used.ru_utime + used.ru_stime + cpu_s)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
+        try:
+            _answer(conn, "ok", _parse(*job))
+            continue
+        except KeepFailed as exc:  # the disk's problem: not a parse failure of the document
+            _answer(conn, _KEEP_FAILED, str(exc))
+            continue
+        except Exception as exc:  # the document's problem, not the worker's
+            # C parsers report a failed allocation in their own words; the peak tells
+            out_of_memory = isinstance(exc, MemoryError) or (
+                limit and _peak_bytes() >= limit - 2**20
+            )
+            if not out_of_memory:
+                _answer(conn, Reason.PARSE_FAILED.value, f"{type(exc).__name__}: {exc}")
+                continue
+        _answer(conn, Reason.PARSE_MEMORY.value, f"over {memory_mb} MiB beyond a warm parser")
+        return
+
+
+def _answer(conn: Connection, kind: str, value: Any) -> None:
+    """Send a worker's answer, pickled by the C pickler (as the jobs are: see _Slot._run)."""
+    conn.send_bytes(pickle.dumps((kind, value), pickle.HIGHEST_PROTOCOL))
+
+
+_KEEP_FAILED = "keep_failed"
+_READY = "ready"  # a worker's first message: imports done, limits set
+
+
+def _parse(
+    body: bytes,
+    url: str,
+    charset: str | None,
+    want_text: bool,
+    meta_names: tuple[str, ...],
+    keep: Keep | None,
+) -> dict[str, Any]:
+    if keep is None:
+        return parse_page(body, url, charset, want_text, meta_names)
+    return parse_kept(body, url, charset, want_text, meta_names, keep)
+
+
+def _peak_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmPeak:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _mapped_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * resource.getpagesize()
+
 
 _STARTING = threading.Lock()
 
@@ -67,66 +157,33 @@ def _bare_main() -> Iterator[None]:
                 sys.modules["__main__"] = main
 
 
-def _spawn(proc: BaseProcess) -> None:
-    with _bare_main():
-        proc.start()
-
-
-def _frame(payload: bytes) -> bytes:
-    """`payload` as `Connection.send_bytes` frames it, for the worker's `Connection.recv`."""
-    n = len(payload)
-    head = _SHORT.pack(n) if n <= 0x7FFFFFFF else _SHORT.pack(-1) + _LONG.pack(n)
-    return head + payload
-
-
-async def _read_frame(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes | None:
-    """One framed message from the worker, or None at EOF (the worker is gone). An answer is
-    a kB or two: one read takes the header and the message together."""
-    data = await loop.sock_recv(sock, 65536)
-    buf = bytearray()
-    while data:
-        buf += data
-        if len(buf) >= 4:
-            n, start = _SHORT.unpack_from(buf)[0], 4
-            if n == -1 and len(buf) >= 12:
-                n, start = _LONG.unpack_from(buf, 4)[0], 12
-            if n != -1 and len(buf) >= start + n:
-                return bytes(buf[start : start + n])
-        data = await loop.sock_recv(sock, 65536)
-    return None
-
-
-async def _started(starting: asyncio.Future[None]) -> None:
-    """Await a worker's start in a thread. Cancelled meanwhile, this waits for the thread
-    all the same: the slot must not be given back while a thread still fills it in."""
-    try:
-        await asyncio.shield(starting)
-    except asyncio.CancelledError:
-        await asyncio.wait({starting})
-        if not starting.cancelled():
-            starting.exception()  # retrieved: the caller has gone, nobody else would
-        raise
-
-
 class _Slot:
-    """One worker process and the socket to it; replaced when it dies or overruns. Held by
-    one caller at a time (`LoopShared`)."""
+    """One worker process and the pipe to it; replaced when it dies or overruns."""
 
     def __init__(self, pool: ExtractorPool) -> None:
         self.pool = pool
         self.proc: BaseProcess | None = None
-        self.sock: socket.socket | None = None
-        self.busy = False  # a job is out to the worker, or it is starting
+        self.conn: Connection | None = None
+        # the answer's wait: one poll object a worker, not the selector that Connection.poll
+        # builds, registers and closes on every call (a third of this thread's time a page)
+        self.answer: select.poll | None = None
+        self.busy = False  # a job is out to the worker
+
+    def run(self, job: tuple[Any, ...]) -> dict[str, Any]:
+        self.busy = True
+        try:
+            return self._run(job)
+        finally:
+            self.busy = False
 
     def warm(self) -> None:
-        """Start the worker if none was started yet, and wait until it is ready (blocking:
-        a thread's work). The pool counts as warm after the first such wait, even one that
-        failed: a worker that cannot start fails the documents it is given (ParserFailure),
-        nobody waits on it forever."""
+        """Start the worker if none was started yet, and wait until it is ready. The pool
+        counts as warm after the first such wait, even one that failed: a worker that cannot
+        start fails the documents it is given (ParserFailure), nobody waits on it forever."""
         self.busy = True  # so a pool closed meanwhile kills the worker, not waits its imports
         try:
             if self.proc is None:
-                self.start()
+                self._start()
         except ParserFailure as exc:
             if not self.pool.closed:  # else closing killed it on purpose
                 log.warning("an extraction worker did not start: %s", exc.detail)
@@ -134,86 +191,58 @@ class _Slot:
             self.busy = False
             self.pool.warmed.set()
 
-    def start(self) -> None:
-        """Spawn the worker and wait until it is ready (blocking: seconds of imports)."""
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self.proc = ctx.Process(
-            target=run_worker,
-            args=(child, self.pool.cpu_s, self.pool.memory_mb, os.getpid()),
-            daemon=False,
-        )
-        try:
-            self.pool.spawner.submit(_spawn, self.proc).result()
-        except RuntimeError:  # the spawner has shut down: the pool closed
-            parent.close()
-            child.close()
-            self.proc = None
+    def _run(self, job: tuple[Any, ...]) -> dict[str, Any]:
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+        assert self.conn is not None and self.proc is not None and self.answer is not None
+        # pickled here, not by Connection.send's ForkingPickler (made for handles and
+        # sockets, which a job never holds): it was a fifth of this thread's samples
+        self.conn.send_bytes(pickle.dumps(job, pickle.HIGHEST_PROTOCOL))
+        if not self.answer.poll(self.pool.wall_s * 1000):
+            self.stop()
             raise ParserFailure(
-                Reason.PARSE_CRASHED.value, "the extraction pool is closed"
-            ) from None
-        child.close()
-        if not parent.poll(self.pool.wall_s):
-            parent.close()
-            self.stop()
-            raise ParserFailure(Reason.PARSE_TIMEOUT.value,
-                                f"worker not ready in {self.pool.wall_s:.0f} s")  # fmt: skip
+                Reason.PARSE_TIMEOUT.value, f"no answer in {self.pool.wall_s:.0f} s"
+            )
         try:
-            parent.recv()  # READY
+            kind, value = self.conn.recv()
         except (EOFError, OSError):
-            parent.close()
-            raise ParserFailure(Reason.PARSE_CRASHED.value,
-                                f"worker exit code {self._reap()} before it was ready") from None  # fmt: skip
-        # a Pipe is a socketpair: the loops speak its framing themselves, never blocking
-        self.sock = socket.socket(fileno=os.dup(parent.fileno()))
-        parent.close()
-        self.sock.setblocking(False)
-
-    async def run(self, job: tuple[Any, ...]) -> dict[str, Any]:
-        """Parse `job` in this slot's worker, started first if there is none. A caller
-        cancelled mid-document stops the worker: its answer would be the next job's."""
-        loop = asyncio.get_running_loop()
-        self.busy = True
-        try:
-            if self.proc is None or self.sock is None or not self.proc.is_alive():
-                self.stop()
-                await _started(loop.run_in_executor(None, self.start))
-            assert self.sock is not None
-            # pickled here, not by Connection's ForkingPickler (made for handles and
-            # sockets, which a job never holds): it was a fifth of the send's time
-            try:
-                await loop.sock_sendall(
-                    self.sock, _frame(pickle.dumps(job, pickle.HIGHEST_PROTOCOL))
-                )
-                async with asyncio.timeout(self.pool.wall_s):
-                    answer = await _read_frame(loop, self.sock)
-            except TimeoutError:
-                self.stop()
+            code = self._reap()
+            if code == -signal.SIGXCPU:
                 raise ParserFailure(
-                    Reason.PARSE_TIMEOUT.value, f"no answer in {self.pool.wall_s:.0f} s"
+                    Reason.PARSE_TIMEOUT.value, f"over {self.pool.cpu_s:g} s of CPU"
                 ) from None
-            except (BrokenPipeError, ConnectionResetError):
-                answer = None
-            if answer is None:
-                code = await loop.run_in_executor(None, self._reap)
-                if code == -signal.SIGXCPU:
-                    raise ParserFailure(
-                        Reason.PARSE_TIMEOUT.value, f"over {self.pool.cpu_s:g} s of CPU"
-                    )
-                raise ParserFailure(Reason.PARSE_CRASHED.value, f"worker exit code {code}")
-        except asyncio.CancelledError:
-            self.stop()
-            raise
-        finally:
-            self.busy = False
-        kind, value = pickle.loads(answer)
-        if kind == KEEP_FAILED:
+            raise ParserFailure(Reason.PARSE_CRASHED.value, f"worker exit code {code}") from None
+        if kind == _KEEP_FAILED:
             raise OSError(value)  # as the batch's own body-store write would have
         if kind != "ok":
             if kind == Reason.PARSE_MEMORY.value:
                 self.stop()  # it exits after saying so
             raise ParserFailure(kind, value)
         return dict(value)
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self.proc = ctx.Process(
+            target=_worker,
+            args=(child, self.pool.cpu_s, self.pool.memory_mb, os.getpid()),
+            daemon=False,
+        )
+        with _bare_main():
+            self.proc.start()
+        child.close()
+        self.conn = parent
+        self.answer = select.poll()
+        self.answer.register(parent.fileno(), select.POLLIN)
+        if not parent.poll(self.pool.wall_s):
+            self.stop()
+            raise ParserFailure(Reason.PARSE_TIMEOUT.value,
+                                f"worker not ready in {self.pool.wall_s:.0f} s")  # fmt: skip
+        try:
+            parent.recv()  # _READY
+        except (EOFError, OSError):
+            raise ParserFailure(Reason.PARSE_CRASHED.value,
+                                f"worker exit code {self._reap()} before it was ready") from None  # fmt: skip
 
     def _reap(self) -> int | None:
         """The exit code of a worker whose pipe closed, the slot left empty."""
@@ -224,21 +253,17 @@ class _Slot:
         return code
 
     def stop(self, graceful: bool = False) -> None:
-        if self.sock is not None:
-            if graceful:  # an idle worker reads None and exits; its buffer has the room
+        if self.conn is not None:
+            if graceful:
                 with contextlib.suppress(OSError):
-                    self.sock.send(_frame(pickle.dumps(None)))
-            self.sock.close()
+                    self.conn.send(None)
+            self.conn.close()
         if self.proc is not None and self.proc.pid is not None:  # None: it never started
             self.proc.join(0.5 if graceful else 0)  # an idle worker exits at once on None
             if self.proc.is_alive():
                 self.proc.kill()
                 self.proc.join(5)
-        self.proc, self.sock = None, None
-
-
-def _stop_idle(slot: _Slot) -> None:
-    slot.stop(graceful=True)
+        self.proc, self.conn, self.answer = None, None, None
 
 
 class ExtractorPool:
@@ -259,52 +284,33 @@ class ExtractorPool:
         # machine; see wait_warm).
         self.warmed = threading.Event()
         self.pid = os.getpid()  # a forked child inherits the object, not its threads
-        # Every worker is spawned by this one thread, which lives as long as the pool: a
-        # worker asks the kernel to kill it when the thread that spawned it ends (prctl's
-        # parent-death signal follows the thread), and the threads that start workers come
-        # and go (a loop's executor's end with its batch).
-        self.spawner = ThreadPoolExecutor(1, thread_name_prefix="extractor-spawn")
+        self._jobs: queue.SimpleQueue[tuple[tuple[Any, ...], Future[dict[str, Any]]] | None] = (
+            queue.SimpleQueue()
+        )
         self._slots = [_Slot(self) for _ in range(self.workers)]
-        self._free: LoopShared[_Slot] = LoopShared(_stop_idle)
-        self._io: asyncio.AbstractEventLoop | None = None  # submit's loop, made at first use
-        self._io_thread: threading.Thread | None = None
-        self._io_lock = threading.Lock()
-        # Started now, not at the first document: a worker's imports (a second or more of
-        # CPU) overlap the batch's first claims and requests instead of holding its first
-        # parses, and the leases waiting on them, until a worker is warm.
-        self._warming = [
-            threading.Thread(target=self._warm, args=(slot,), name=f"extractor-{i}", daemon=True)
+        self._threads = [
+            threading.Thread(target=self._serve, args=(slot,), name=f"extractor-{i}", daemon=True)
             for i, slot in enumerate(self._slots)
         ]
-        for t in self._warming:
+        for t in self._threads:
             t.start()
 
-    def _warm(self, slot: _Slot) -> None:
-        slot.warm()
-        self._free.give(slot)
-
-    async def parse(
-        self,
-        body: bytes,
-        url: str,
-        charset: str | None,
-        want_text: bool,
-        meta_names: tuple[str, ...] = (),
-        keep: Keep | None = None,
-    ) -> dict[str, Any]:
-        """Parse in a worker, on the calling loop; `meta_names`: the meta tags to hand back
-        (lowercased names). With `keep`, the worker stores the body and the text itself
-        (`kept_parse`)."""
+    def _serve(self, slot: _Slot) -> None:
         try:
-            slot = await self._free.take()
-        except Closed:
-            raise ParserFailure(
-                Reason.PARSE_CRASHED.value, "the extraction pool is closed"
-            ) from None
-        try:
-            return await slot.run((body, url, charset, want_text, meta_names, keep))
+            # Started now, not at the first document: a worker's imports (a second or more of
+            # CPU) overlap the batch's first claims and requests instead of holding its first
+            # parses, and the leases waiting on them, until a worker is warm.
+            slot.warm()
+            while (item := self._jobs.get()) is not None:
+                job, fut = item
+                if not fut.set_running_or_notify_cancel():
+                    continue
+                try:
+                    fut.set_result(slot.run(job))
+                except BaseException as exc:  # handed to the waiting caller
+                    fut.set_exception(exc)
         finally:
-            self._free.give(slot)
+            slot.stop(graceful=True)
 
     def submit(
         self,
@@ -315,23 +321,11 @@ class ExtractorPool:
         meta_names: tuple[str, ...] = (),
         keep: Keep | None = None,
     ) -> Future[dict[str, Any]]:
-        """`parse` for a caller without an event loop, on the pool's own loop thread."""
-        return self._run_on_io(self.parse(body, url, charset, want_text, meta_names, keep))
-
-    def _run_on_io(self, coro: Coroutine[Any, Any, dict[str, Any]]) -> Future[dict[str, Any]]:
-        with self._io_lock:
-            if self.closed:
-                coro.close()
-                fut: Future[dict[str, Any]] = Future()
-                fut.cancel()
-                return fut
-            if self._io is None:
-                self._io = asyncio.new_event_loop()
-                self._io_thread = threading.Thread(
-                    target=self._io.run_forever, name="extractor-io", daemon=True
-                )
-                self._io_thread.start()
-            return asyncio.run_coroutine_threadsafe(coro, self._io)
+        """Parse in a worker; `meta_names`: the meta tags to hand back (lowercased names).
+        With `keep`, the worker stores the body and the text itself (`kept_parse`)."""
+        fut: Future[dict[str, Any]] = Future()
+        self._jobs.put(((body, url, charset, want_text, meta_names, keep), fut))
+        return fut
 
     def wait_warm(self, timeout_s: float | None = None) -> bool:
         """Block until a worker is ready to parse (or could not start); False on timeout."""
@@ -342,42 +336,33 @@ class ExtractorPool:
         return [s.proc.pid for s in self._slots if s.proc is not None and s.proc.pid is not None]
 
     def close(self) -> None:
-        """Stop the workers: queued documents are not parsed first (whoever waits is told),
-        a document in progress is nobody's any more (its worker is killed, its caller told
-        ParserFailure), idle workers are asked to exit."""
-        with self._io_lock:
-            if self.closed:
-                return
-            self.closed = True
+        if self.closed:
+            return
+        self.closed = True
+        while True:  # queued documents are not parsed first: whoever waits is told
+            try:
+                item = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[1].cancel()
+        for _ in self._threads:
+            self._jobs.put(None)
         for slot in self._slots:
+            # a document in progress (or a worker still importing) is nobody's any more:
+            # its thread sees the pipe close and goes on to the stop sentinel at once
             proc = slot.proc
             if slot.busy and proc is not None and proc.pid is not None:
                 with contextlib.suppress(OSError, ValueError):
                     proc.kill()
-        for slot in self._free.close():
-            slot.stop(graceful=True)
-        for t in self._warming:
+        for t in self._threads:
             t.join()
-        if self._io is not None and self._io_thread is not None:
-            asyncio.run_coroutine_threadsafe(_drain(), self._io).result()
-            self._io.call_soon_threadsafe(self._io.stop)
-            self._io_thread.join()
-            self._io.close()
-        self.spawner.shutdown()
 
     def __enter__(self) -> ExtractorPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-async def _drain() -> None:
-    """The pool's loop, closing: its parses end (their workers were killed) or are cancelled."""
-    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 _SHARED: dict[tuple[int, float, int], ExtractorPool] = {}

@@ -182,8 +182,9 @@ class Outcomes:
             mine = asyncio.get_running_loop().create_future()
             self._pending_text[key] = mine
         try:
-            parsed = await self.pool.parse(resp.body, lease.url, resp.charset, mine is not None,
-                                           meta_names(self.cfg.robots_token), keep)  # fmt: skip
+            fut = self.pool.submit(resp.body, lease.url, resp.charset, mine is not None,
+                                   meta_names(self.cfg.robots_token), keep)  # fmt: skip
+            parsed = await asyncio.wrap_future(fut)
             if mine is not None:
                 if keep is None:
                     await self._blob(self.bodies.put_extraction, key, d.EXTRACTION_VERSION,
@@ -286,7 +287,8 @@ class Outcomes:
 
     async def extract_dom(self, dom: bytes, url: str) -> dict[str, Any]:
         """A rendered page's DOM parsed like any page (in the parser pool, text wanted)."""
-        return await self.pool.parse(dom, url, "utf-8", True, meta_names(self.cfg.robots_token))
+        fut = self.pool.submit(dom, url, "utf-8", True, meta_names(self.cfg.robots_token))
+        return await asyncio.wrap_future(fut)
 
     def _revisit_policy(self, origin: str) -> RevisitPolicy:
         """The configured bounds, or an operator's for this origin or its domain."""

@@ -84,7 +84,7 @@ def run_worker(conn: Connection, cpu_s: float, memory_mb: int, parent_pid: int =
 
 
 def _answer(conn: Connection, kind: str, value: Any) -> None:
-    """Send a worker's answer, pickled by the C pickler (as the jobs are: see extractor_pool._Slot.send)."""
+    """Send a worker's answer, pickled by the C pickler (as the jobs are: see ExtractorPool._feed)."""
     conn.send_bytes(pickle.dumps((kind, value), pickle.HIGHEST_PROTOCOL))
 
 

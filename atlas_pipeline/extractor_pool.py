@@ -267,6 +267,9 @@ class ExtractorPool:
                         continue
                     job, fut = item
                     if fut.set_running_or_notify_cancel():
+                        # pickled here, once (a job sent again keeps its bytes), not by
+                        # Connection.send's ForkingPickler (made for handles and sockets,
+                        # which a job never holds): it was a fifth of this thread's samples
                         waiting.append((pickle.dumps(job, pickle.HIGHEST_PROTOCOL), fut))
                     continue
             _, fut = sent.popleft()

@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/crawl_throughput.py --quick    # 10 x 30 smoke run, 1 round
     .venv/bin/python benchmarks/crawl_throughput.py --json     # machine-readable results
     .venv/bin/python benchmarks/crawl_throughput.py --profile  # + cProfile of the Atlas run
+    .venv/bin/python benchmarks/crawl_throughput.py --keeper   # + the keeper (below)
 
 A default run is three rounds, the contenders taking turns to go first, and reports the
 median of every number. One round says little on this machine kind: the VM's speed drifts by
@@ -33,6 +34,13 @@ URL set: the baseline fetches exactly the pages ``SandboxWeb.reachable(max_depth
 (the sandbox's own oracle of what a polite, in-scope BFS from the seeds fetches: 200 pages
 only, robots-disallowed paths and external hosts excluded). Atlas discovers its URLs itself
 from the seeds; the parent checks that the URLs of its documents equal that set.
+
+The keeper (``--keeper``, not in a default run) is a third contender: the plain loop that
+also keeps what any crawler must keep of a page, and the plain loop does not: the body, zstd
+level 1 in a file named by its SHA-256 (as Atlas's body store), the page's links (selectolax,
+resolved against the URL) and its text, both in Parquet files written in chunks. It has no
+coordination store, no politeness, robots or scope rules and no lake commits, so Atlas against
+it says what those cost, and Atlas against the baseline what all of Atlas's work costs.
 
 Atlas runs through the engine API (``plan_frontier`` + ``fetch_shard`` per shard, with the
 lake writes, SQLite coordination and body store); a Dagster run adds its own overhead on
@@ -67,6 +75,7 @@ DEFAULT_ROUNDS = 3  # a round alone is at the mercy of the VM (see the docstring
 MAX_DEPTH = 100
 CONCURRENCY = 64
 RESULT_TAG = "RESULT "
+CONTENDERS = ("atlas", "baseline", "keeper")
 _MIB = 1024.0  # ru_maxrss is in KiB on Linux
 
 
@@ -362,15 +371,15 @@ def _time_lake_write() -> tuple[list[float], dict[str, float]]:
 
 @contextlib.contextmanager
 def _data_dir(args: argparse.Namespace) -> Iterator[Path]:
-    """A fresh data dir for one Atlas run. Under the parent (``--urls-file`` set) it lives in
-    the parent's scratch folder and is deleted with it, after the last round: deleting a run's
-    ~20,000 files at its end made the next run slower. On ext4 without a journal (this
+    """A fresh data dir for one run that writes files (Atlas, the keeper). Under the parent
+    (``--urls-file`` set) it lives in the parent's scratch folder and is deleted with it,
+    after the last round: deleting a run's ~20,000 files at its end made the next run slower. On ext4 without a journal (this
     machine kind's root file system) the inode allocator passes over every inode freed in the
     last ~30 s (``recently_deleted``, reading its inode table block), so for half a minute
     after a big delete each file create costs more kernel time. Measured with a loop of
     create, write, hard link and unlink of 3,000 files: 1.0-1.9 ms a file right after the
     previous loop's 3,000 files were deleted, about 0.5 ms 45 s later, 0.18 ms with the inode
-    tables out of the cache. Only Atlas writes files, so a contender's own clean-up weighed
+    tables out of the cache. Only Atlas wrote files then, so a contender's own clean-up weighed
     on the next Atlas round alone (its workers' kernel time rose from 3.8 to 8.7 s over four
     runs back to back). Run on its own (no ``--urls-file``) it cleans up as before."""
     if not args.urls_file:
@@ -488,9 +497,12 @@ def _warm_baseline() -> None:
 
 
 def _extract(body: bytes, url: str) -> tuple[str | None, str]:
+    return _extract_html(body.decode("utf-8", errors="replace"), url)
+
+
+def _extract_html(html: str, url: str) -> tuple[str | None, str]:
     from trafilatura import bare_extraction
 
-    html = body.decode("utf-8", errors="replace")
     doc = bare_extraction(html, url=url, with_metadata=True, include_comments=False)
     if doc is None:
         return None, ""
@@ -499,7 +511,90 @@ def _extract(body: bytes, url: str) -> tuple[str | None, str]:
     return doc.title, doc.text or ""
 
 
+_KEEPER_ZSTD: list[Any] = []  # the worker's one compressor (a new one a page costs more)
+
+
+def _warm_keeper() -> None:
+    import selectolax.lexbor  # noqa: F401
+    import trafilatura  # noqa: F401
+    import zstandard
+
+    _KEEPER_ZSTD.append(zstandard.ZstdCompressor(level=1))
+
+
+def _extract_kept(body: bytes, url: str, root: str) -> tuple[str | None, str, list[str]]:
+    """The plain loop's extraction, plus the least a crawler keeps of a page: the body,
+    zstd level 1 as Atlas's body store writes it, in a file named by its SHA-256 under two
+    folder levels, and the page's links (selectolax's lexbor, as Atlas's workers parse
+    them), resolved against the page's URL. (title, text, links)."""
+    import hashlib
+    from urllib.parse import urljoin
+
+    from selectolax.lexbor import LexborHTMLParser
+
+    key = hashlib.sha256(body).hexdigest()
+    folder = os.path.join(root, key[:2], key[2:4])
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, key + ".zst"), "wb") as fh:
+        fh.write(_KEEPER_ZSTD[0].compress(body))
+    html = body.decode("utf-8", errors="replace")
+    links = [urljoin(url, a.attributes.get("href") or "")
+             for a in LexborHTMLParser(html).css("a[href]")]  # fmt: skip
+    title, text = _extract_html(html, url)
+    return title, text, links
+
+
+class _KeptTables:
+    """The keeper's two Parquet files, written by its event loop in chunks of CHUNK pages
+    (snappy, as the lake's): texts (url, title, text) and links (url, target), so memory
+    holds a chunk, not the crawl."""
+
+    CHUNK = 1000
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.texts: dict[str, list[Any]] = {"url": [], "title": [], "text": []}
+        self.links: dict[str, list[str]] = {"url": [], "target": []}
+        self.writers: dict[str, Any] = {}
+
+    def add(self, url: str, title: str | None, text: str, links: list[str]) -> None:
+        self.texts["url"].append(url)
+        self.texts["title"].append(title)
+        self.texts["text"].append(text)
+        self.links["url"] += [url] * len(links)
+        self.links["target"] += links
+        if len(self.texts["url"]) >= self.CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        for name, cols in (("texts", self.texts), ("links", self.links)):
+            table = pa.table(cols)
+            writer = self.writers.get(name)
+            if writer is None:
+                writer = pq.ParquetWriter(self.root / f"{name}.parquet", table.schema,
+                                          compression="snappy")  # fmt: skip
+                self.writers[name] = writer
+            writer.write_table(table)
+            for col in cols.values():
+                col.clear()
+
+    def close(self) -> None:
+        self.flush()
+        for writer in self.writers.values():
+            writer.close()
+
+
 def run_baseline(args: argparse.Namespace) -> dict[str, Any]:
+    """The plain loop; as the keeper (``--run keeper``) it also keeps bodies, links and
+    texts (_extract_kept, _KeptTables)."""
+    with _data_dir(args) as tmp:
+        return _run_plain(args, tmp if args.run == "keeper" else None)
+
+
+def _run_plain(args: argparse.Namespace, keep: Path | None) -> dict[str, Any]:
     import asyncio
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -533,20 +628,31 @@ def run_baseline(args: argparse.Namespace) -> dict[str, Any]:
                     if status != 200:
                         counts["errors"] += 1
                         return
-                    _, text = await loop.run_in_executor(pool, _extract, body, url)
+                    if tables is None:
+                        _, text = await loop.run_in_executor(pool, _extract, body, url)
+                    else:
+                        title, text, links = await loop.run_in_executor(
+                            pool, _extract_kept, body, url, str(keep)
+                        )
+                        tables.add(url, title, text, links)
                     counts["pages"] += 1
                     counts["text_chars"] += len(text)
 
             await asyncio.gather(*(one(u) for u in urls))
 
+    if keep is not None:
+        import pyarrow.parquet  # noqa: F401  (before the timer, as aiohttp and Atlas's own)
     start = _measure_start()
+    tables = None if keep is None else _KeptTables(keep)
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_warm_baseline,
+        initializer=_warm_baseline if keep is None else _warm_keeper,
     )
     try:
         asyncio.run(crawl(pool))
+        if tables is not None:
+            tables.close()
     finally:
         hwm = _workers_hwm_mib(list(getattr(pool, "_processes", None) or {}))
         pool.shutdown(wait=True)
@@ -667,10 +773,13 @@ def print_table(report: dict[str, Any]) -> None:
             else ""
         )
     )
-    a, b = report["results"]
+    keeper = report.get("keeper")
+    rows = report["results"] + ([keeper["row"]] if keeper else [])
+    chars = {r["contender"]: r["text_chars"] for r in rows}
     print(
-        f"Extracted text: atlas {a['text_chars']:,} chars, baseline {b['text_chars']:,} chars "
-        f"(identical: {a['text_chars'] == b['text_chars']})"
+        "Extracted text: "
+        + ", ".join(f"{k} {v:,} chars" for k, v in chars.items())
+        + f" (identical: {len(set(chars.values())) == 1})"
     )
     print()
     head = (
@@ -679,7 +788,7 @@ def print_table(report: dict[str, Any]) -> None:
     )
     print(head)
     print("-" * len(head))
-    for row in report["results"]:
+    for row in rows:
         print(
             f"{row['contender']:<10} {row['pages']:>6} {row['seconds']:>8.2f} "
             f"{row['pages_per_s']:>8.1f} {row['cpu_s']:>8.2f} {row['cpu_s_per_page'] * 1000:>8.2f} ms "
@@ -720,8 +829,10 @@ def print_table(report: dict[str, Any]) -> None:
         + ", ".join(f"{r['contender']} {r['all_rss_mib']:.0f} MiB" for r in report["results"])
         + ")"
     )
+    if keeper:
+        print_keeper(keeper)
     print()
-    for row in report["results"]:
+    for row in rows:
         print(
             f"{row['contender']}: CPU {row['cpu_self_s']:.2f} s main + "
             f"{row['cpu_children_s']:.2f} s workers (kernel: {row['sys_self_s']:.2f} s main, "
@@ -749,7 +860,7 @@ def print_table(report: dict[str, Any]) -> None:
             )
     print(
         "Notes: seconds and CPU cover the crawl only (Atlas: Engine.from_config .. last "
-        "fetch_shard incl. lake writes; baseline: pool start .. pool joined); CPU = process + "
+        "fetch_shard incl. lake writes; baseline, keeper: pool start .. pool joined); CPU = process + "
         "its joined extraction workers; 'child RSS' = largest worker's ru_maxrss, which includes the parent's RSS at fork (see 'peak RSS, all' for what workers use); 'srv CPU s' = sandbox "
         "server CPU while that contender ran; 'other CPU s' = CPU used by unrelated processes on the "
         "machine meanwhile (should be ~0). A Dagster run adds ~0.6-1.5 s per run on top "
@@ -767,13 +878,50 @@ def print_table(report: dict[str, Any]) -> None:
         print("WARNING: the Atlas run was profiled (cProfile); its timings are inflated.")
 
 
+def print_keeper(keeper: dict[str, Any]) -> None:
+    """Atlas against the keeper: what of Atlas's cost is keeping bodies, links and texts."""
+    print()
+    for i, rd in enumerate(keeper["rounds"], 1):
+        k_ = rd["keeper"]
+        print(
+            f"  round {i}: keeper {k_['pages_per_s']:.1f} pages/s, "
+            f"{k_['cpu_s_per_page'] * 1000:.2f} ms/page; Atlas / keeper "
+            f"{rd['pages_per_s_ratio']:.2f}x pages/s, {rd['cpu_s_per_page_ratio']:.2f}x CPU/page"
+        )
+    ra, pr = keeper["ratios"], keeper["paired_ratios"]
+    print(
+        f"Atlas / keeper (the plain loop keeping bodies, links and texts): medians "
+        f"{ra['pages_per_s']:.2f}x pages/s, {ra['cpu_s_per_page']:.2f}x CPU s/page, "
+        f"{ra['all_rss_mib']:.2f}x peak RSS all; paired {pr['pages_per_s_ratio']:.2f}x "
+        f"pages/s, {pr['cpu_s_per_page_ratio']:.2f}x CPU s/page"
+    )
+
+
 ROUND_KEYS = ("seconds", "pages_per_s", "cpu_s_per_page", "rss_mib", "other_cpu_s")
 
 
-def round_order(i: int) -> tuple[str, str]:
+def round_order(i: int, keeper: bool = False) -> tuple[str, ...]:
     """Who runs first in round `i`: the contenders alternate, so a drift of the machine
-    over the rounds (page cache, thermal, a neighbour) weighs on both alike."""
+    over the rounds (page cache, thermal, a neighbour) weighs on both alike. With the keeper
+    the three take turns in a rotation."""
+    if keeper:
+        return tuple(CONTENDERS[(i + j) % 3] for j in range(3))
     return ("atlas", "baseline") if i % 2 == 0 else ("baseline", "atlas")
+
+
+def versus(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """Atlas's rounds against contender `name`'s: each round's own ratios and their
+    medians (paired_ratios)."""
+    rounds = [
+        {
+            "atlas": {k: a_[k] for k in ROUND_KEYS},
+            name: {k: b_[k] for k in ROUND_KEYS},
+            "pages_per_s_ratio": _ratio(a_["pages_per_s"], b_["pages_per_s"]),
+            "cpu_s_per_page_ratio": _ratio(a_["cpu_s_per_page"], b_["cpu_s_per_page"]),
+        }
+        for a_, b_ in zip(ours, theirs, strict=True)
+    ]
+    return {"rounds": rounds, "paired_ratios": paired_ratios(rounds)}
 
 
 def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -829,10 +977,12 @@ def main_parent(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory(prefix="atlas-bench-") as tmp:
             urls_file = Path(tmp) / "urls.json"
             urls_file.write_text(json.dumps(oracle))
-            log(f"{len(oracle)} reachable pages; {args.repeat} round(s) of both contenders")
+            log(f"{len(oracle)} reachable pages; {args.repeat} round(s) of each contender")
             runs: dict[str, list[dict[str, Any]]] = {"atlas": [], "baseline": []}
+            if args.keeper:
+                runs["keeper"] = []
             for i in range(args.repeat):
-                for name in round_order(i):
+                for name in round_order(i, args.keeper):
                     r = spawn_contender(name, args, port, urls_file, server.pid)
                     log(f"round {i + 1}, {name}: {r['pages']} pages in {r['seconds']:.1f} s")
                     runs[name].append(r)
@@ -871,15 +1021,7 @@ def main_parent(args: argparse.Namespace) -> None:
             "atlas_missing_sample": sorted(missing)[:5],
         },
         "results": rows,
-        "rounds": [
-            {
-                "atlas": {k: a_[k] for k in ROUND_KEYS},
-                "baseline": {k: b_[k] for k in ROUND_KEYS},
-                "pages_per_s_ratio": _ratio(a_["pages_per_s"], b_["pages_per_s"]),
-                "cpu_s_per_page_ratio": _ratio(a_["cpu_s_per_page"], b_["cpu_s_per_page"]),
-            }
-            for a_, b_ in zip(by_run["atlas"], by_run["baseline"], strict=True)
-        ],
+        **versus(by_run["atlas"], by_run["baseline"], "baseline"),
         "ratios": {
             k: _ratio(a[k], b[k])
             for k in (
@@ -892,7 +1034,14 @@ def main_parent(args: argparse.Namespace) -> None:
             )
         },
     }
-    report["paired_ratios"] = paired_ratios(report["rounds"])
+    if args.keeper:
+        k = median_row(by_run["keeper"])
+        report["keeper"] = {
+            "row": k,
+            **versus(by_run["atlas"], by_run["keeper"], "keeper"),
+            "ratios": {key: _ratio(a[key], k[key])
+                       for key in ("seconds", "pages_per_s", "cpu_s_per_page", "all_rss_mib")},
+        }  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -913,9 +1062,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "shows each number's median (default 3; 1 with --quick)")  # fmt: skip
     p.add_argument("--profile", action="store_true", help="cProfile the Atlas run (stderr)")
     p.add_argument("--profile-top", type=int, default=25, help=argparse.SUPPRESS)
+    p.add_argument("--keeper", action="store_true",
+                   help="a third contender: the plain loop that also keeps each body (zstd), "
+                   "its links and its text (Parquet), to show what that work costs")  # fmt: skip
     # inner modes
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--run", choices=("atlas", "baseline"), help=argparse.SUPPRESS)
+    p.add_argument("--run", choices=CONTENDERS, help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--urls-file", default="", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

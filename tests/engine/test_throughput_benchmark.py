@@ -1,6 +1,7 @@
 """benchmarks/crawl_throughput.py's rounds (issue 16 quotes its medians): contenders take
 turns running first, each number of the table is the median of its rounds, and an Atlas
-round's data is deleted only after the last round."""
+round's data is deleted only after the last round. The keeper (``--keeper``) keeps each
+page's body, links and text, and takes its turn in the rotation."""
 
 from __future__ import annotations
 
@@ -19,6 +20,59 @@ def test_contenders_take_turns_running_first() -> None:
     bench = load_benchmark("crawl_throughput")
     assert [bench.round_order(i) for i in range(3)] == [
         ("atlas", "baseline"), ("baseline", "atlas"), ("atlas", "baseline")]  # fmt: skip
+
+
+def test_with_the_keeper_the_three_take_turns_in_a_rotation() -> None:
+    bench = load_benchmark("crawl_throughput")
+    assert [bench.round_order(i, keeper=True) for i in range(4)] == [
+        ("atlas", "baseline", "keeper"), ("baseline", "keeper", "atlas"),
+        ("keeper", "atlas", "baseline"), ("atlas", "baseline", "keeper")]  # fmt: skip
+    assert bench.parse_args(["--keeper"]).keeper and not bench.parse_args([]).keeper
+
+
+def test_atlas_is_paired_with_each_contender_round_by_round() -> None:
+    bench = load_benchmark("crawl_throughput")
+
+    def rd(pps: float, cpu_ms: float) -> dict[str, Any]:
+        return {"seconds": 1.0, "pages_per_s": pps, "cpu_s_per_page": cpu_ms / 1000,
+                "rss_mib": 1.0, "other_cpu_s": 0.0}  # fmt: skip
+
+    atlas = [rd(80.0, 12.0), rd(90.0, 11.0)]
+    keeper = [rd(100.0, 10.0), rd(90.0, 11.0)]
+    out = bench.versus(atlas, keeper, "keeper")
+    assert [r["keeper"]["pages_per_s"] for r in out["rounds"]] == [100.0, 90.0]
+    assert [round(r["cpu_s_per_page_ratio"], 6) for r in out["rounds"]] == [1.2, 1.0]
+    assert out["paired_ratios"] == {"pages_per_s_ratio": (0.8 + 1.0) / 2,
+                                    "cpu_s_per_page_ratio": (1.2 + 1.0) / 2}  # fmt: skip
+
+
+def test_the_keeper_keeps_the_body_its_links_and_its_text(tmp_path: Path) -> None:
+    import hashlib
+
+    import polars as pl
+    import zstandard
+
+    bench = load_benchmark("crawl_throughput")
+    bench._warm_keeper()
+    para = "<p>Grain, tolls and the harbour council met on the quay at dawn.</p>" * 20
+    body = (f"<html><head><title>Harbour</title></head><body><article>{para}"
+            "<a href='/b'>b</a> <a href='c?x=1'>c</a></article></body></html>").encode()  # fmt: skip
+    url = "http://keep.example.test/a/"
+    title, text, links = bench._extract_kept(body, url, str(tmp_path))
+    assert (title, text) == bench._extract(body, url) and "harbour council" in text
+    assert links == ["http://keep.example.test/b", "http://keep.example.test/a/c?x=1"]
+    key = hashlib.sha256(body).hexdigest()
+    stored = tmp_path / key[:2] / key[2:4] / f"{key}.zst"
+    assert zstandard.ZstdDecompressor().decompress(stored.read_bytes()) == body
+    tables = bench._KeptTables(tmp_path)
+    tables.CHUNK = 2  # two files' worth of chunks: memory holds a chunk, not the crawl
+    for i in range(5):
+        tables.add(f"{url}{i}", title, text, links)
+    tables.close()
+    texts = pl.read_parquet(tmp_path / "texts.parquet")
+    assert texts["url"].to_list() == [f"{url}{i}" for i in range(5)]
+    assert texts["text"].to_list() == [text] * 5
+    assert pl.read_parquet(tmp_path / "links.parquet").height == 10
 
 
 def test_each_number_is_the_median_of_its_rounds() -> None:

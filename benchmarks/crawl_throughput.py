@@ -511,15 +511,11 @@ def _extract_html(html: str, url: str) -> tuple[str | None, str]:
     return doc.title, doc.text or ""
 
 
-_KEEPER_ZSTD: list[Any] = []  # the worker's one compressor (a new one a page costs more)
-
-
 def _warm_keeper() -> None:
     import selectolax.lexbor  # noqa: F401
     import trafilatura  # noqa: F401
-    import zstandard
 
-    _KEEPER_ZSTD.append(zstandard.ZstdCompressor(level=1))
+    import atlas_pipeline.body_codec  # noqa: F401
 
 
 def _extract_kept(body: bytes, url: str, root: str) -> tuple[str | None, str, list[str]]:
@@ -532,11 +528,13 @@ def _extract_kept(body: bytes, url: str, root: str) -> tuple[str | None, str, li
 
     from selectolax.lexbor import LexborHTMLParser
 
+    from atlas_pipeline.body_codec import pack
+
     key = hashlib.sha256(body).hexdigest()
     folder = os.path.join(root, key[:2], key[2:4])
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, key + ".zst"), "wb") as fh:
-        fh.write(_KEEPER_ZSTD[0].compress(body))
+        fh.write(pack(body))
     html = body.decode("utf-8", errors="replace")
     links = [urljoin(url, a.attributes.get("href") or "")
              for a in LexborHTMLParser(html).css("a[href]")]  # fmt: skip
@@ -571,15 +569,19 @@ class _KeptTables:
         import pyarrow.parquet as pq
 
         for name, cols in (("texts", self.texts), ("links", self.links)):
-            table = pa.table(cols)
+            if not next(iter(cols.values())):
+                continue
+            # every column a string: a chunk's types may not come from its values (a chunk
+            # whose pages have no links, or no titles, would make a column of nulls)
+            schema = pa.schema([(col, pa.string()) for col in cols])
             writer = self.writers.get(name)
             if writer is None:
-                writer = pq.ParquetWriter(self.root / f"{name}.parquet", table.schema,
+                writer = pq.ParquetWriter(self.root / f"{name}.parquet", schema,
                                           compression="snappy")  # fmt: skip
                 self.writers[name] = writer
-            writer.write_table(table)
-            for col in cols.values():
-                col.clear()
+            writer.write_table(pa.table(cols, schema=schema))
+            for values in cols.values():
+                values.clear()
 
     def close(self) -> None:
         self.flush()
@@ -590,8 +592,10 @@ class _KeptTables:
 def run_baseline(args: argparse.Namespace) -> dict[str, Any]:
     """The plain loop; as the keeper (``--run keeper``) it also keeps bodies, links and
     texts (_extract_kept, _KeptTables)."""
+    if args.run != "keeper":
+        return _run_plain(args, None)
     with _data_dir(args) as tmp:
-        return _run_plain(args, tmp if args.run == "keeper" else None)
+        return _run_plain(args, tmp)
 
 
 def _run_plain(args: argparse.Namespace, keep: Path | None) -> dict[str, Any]:

@@ -50,7 +50,8 @@ def test_the_keeper_keeps_the_body_its_links_and_its_text(tmp_path: Path) -> Non
     import hashlib
 
     import polars as pl
-    import zstandard
+
+    from atlas_pipeline.body_codec import BODY_SUFFIX, unpack
 
     bench = load_benchmark("crawl_throughput")
     bench._warm_keeper()
@@ -63,16 +64,21 @@ def test_the_keeper_keeps_the_body_its_links_and_its_text(tmp_path: Path) -> Non
     assert links == ["http://keep.example.test/b", "http://keep.example.test/a/c?x=1"]
     key = hashlib.sha256(body).hexdigest()
     stored = tmp_path / key[:2] / key[2:4] / f"{key}.zst"
-    assert zstandard.ZstdDecompressor().decompress(stored.read_bytes()) == body
+    assert unpack(stored.read_bytes(), BODY_SUFFIX) == body
     tables = bench._KeptTables(tmp_path)
-    tables.CHUNK = 2  # two files' worth of chunks: memory holds a chunk, not the crawl
-    for i in range(5):
+    tables.CHUNK = 2  # three chunks: memory holds a chunk, not the crawl
+    # the first chunk has no links and no title: the columns keep their string type
+    for i in range(2):
+        tables.add(f"{url}{i}", None, text, [])
+    for i in range(2, 5):
         tables.add(f"{url}{i}", title, text, links)
     tables.close()
     texts = pl.read_parquet(tmp_path / "texts.parquet")
     assert texts["url"].to_list() == [f"{url}{i}" for i in range(5)]
+    assert texts["title"].to_list() == [None, None] + [title] * 3
     assert texts["text"].to_list() == [text] * 5
-    assert pl.read_parquet(tmp_path / "links.parquet").height == 10
+    kept_links = pl.read_parquet(tmp_path / "links.parquet")
+    assert kept_links.height == 6 and kept_links.schema["target"] == pl.String
 
 
 def test_each_number_is_the_median_of_its_rounds() -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import load_benchmark
 
 
@@ -189,3 +191,36 @@ def test_the_lake_tail_is_split_by_step_and_the_frontier_write_is_not_in_it(
                            "records out of the store"]  # fmt: skip
     assert all(wall > 0 for wall in steps.values())
     assert spent[0] >= sum(steps.values())
+
+
+def test_the_report_says_which_target_is_met_and_what_atlas_spends_beyond_the_allowance() -> None:
+    bench = load_benchmark("crawl_throughput")
+
+    def rd(pps: float, cpu_ms: float) -> dict[str, Any]:
+        return {"seconds": 1.0, "pages_per_s": pps, "cpu_s_per_page": cpu_ms / 1000,
+                "rss_mib": 1.0, "other_cpu_s": 0.0}  # fmt: skip
+
+    # the rounds of 2026-12-07 16:07: Atlas 12.40/13.05/13.75 ms a page, the loop 9.30/9.66/12.41
+    atlas = [rd(153.1, 12.40), rd(145.9, 13.05), rd(138.0, 13.75)]
+    loop = [rd(201.3, 9.30), rd(192.5, 9.66), rd(150.2, 12.41)]
+    out = bench.versus(atlas, loop, "baseline")
+    assert [round(r["extra_cpu_ms_per_page"], 2) for r in out["rounds"]] == [3.10, 3.39, 1.34]
+    allowed = [r["allowed_cpu_ms_per_page"] for r in out["rounds"]]
+    assert allowed == pytest.approx([1.395, 1.449, 1.8615])
+    assert round(out["extra_cpu_ms"]["extra"], 2) == 3.10
+    assert round(out["extra_cpu_ms"]["allowed"], 2) == 1.45
+    lines = bench.target_lines(out, "baseline")
+    assert lines[0] == ("  targets against the baseline (paired): pages/s 0.76x, at least 0.90x: "
+                        "missed; CPU s/page 1.33x, at most 1.15x: missed")  # fmt: skip
+    assert lines[1] == ("  Atlas's CPU a page beyond the baseline's: 3.10 ms; 1.15x allows "
+                        "1.45 ms (medians of the rounds)")  # fmt: skip
+    # at the thresholds exactly, both are met; a hair past one, it is missed
+    met = bench.versus([rd(90.0, 11.5)], [rd(100.0, 10.0)], "keeper")
+    assert bench.target_lines(met, "keeper")[0].count(": met") == 2
+    # judged as printed: 1.154x reads 1.15x, and the line does not call that a miss
+    near = bench.target_lines(bench.versus([rd(90.0, 11.54)], [rd(100.0, 10.0)], "keeper"), "k")
+    assert near[0].endswith("CPU s/page 1.15x, at most 1.15x: met")
+    past = bench.target_lines(bench.versus([rd(89.0, 11.6)], [rd(100.0, 10.0)], "keeper"), "keeper")
+    assert past[0].endswith(
+        "0.89x, at least 0.90x: missed; CPU s/page 1.16x, at most 1.15x: missed"
+    )

@@ -213,13 +213,14 @@ def test_the_report_says_which_target_is_met_and_what_atlas_spends_beyond_the_al
     assert lines[0] == ("  targets against the baseline (paired): pages/s 0.76x, at least 0.90x: "
                         "missed; CPU s/page 1.33x, at most 1.15x: missed")  # fmt: skip
     assert lines[1] == ("  Atlas's CPU a page beyond the baseline's: 3.10 ms; 1.15x allows "
-                        "1.45 ms (medians of the rounds)")  # fmt: skip
+                        "1.45 ms (medians of 3 rounds)")  # fmt: skip
     # at the thresholds exactly, both are met; a hair past one, it is missed
     met = bench.versus([rd(90.0, 11.5)], [rd(100.0, 10.0)], "keeper")
     assert bench.target_lines(met, "keeper")[0].count(": met") == 2
     # judged as printed: 1.154x reads 1.15x, and the line does not call that a miss
     near = bench.target_lines(bench.versus([rd(90.0, 11.54)], [rd(100.0, 10.0)], "keeper"), "k")
     assert near[0].endswith("CPU s/page 1.15x, at most 1.15x: met")
+    assert near[1].endswith("1.15x allows 1.50 ms (one round)")
     past = bench.target_lines(bench.versus([rd(89.0, 11.6)], [rd(100.0, 10.0)], "keeper"), "keeper")
     assert past[0].endswith(
         "0.89x, at least 0.90x: missed; CPU s/page 1.16x, at most 1.15x: missed"
